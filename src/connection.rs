@@ -1,0 +1,259 @@
+//! The connection actor: one accepted TCP connection, driven by readiness
+//! envelopes from its poller, whether delivered directly (`local` dispatch) or
+//! through the uppercut scheduler (`system` dispatch); the code is the same.
+//!
+//! It owns its socket and two buffers that are empty for an idle connection:
+//! `input` keeps bytes between reads (a partial head, or requests held back by
+//! the output high-water mark) and `output` keeps what the socket would not take.
+//! Reads and the batch of responses they produce go through a per-thread scratch
+//! pair instead, so 10,000 idle keep-alive connections hold no buffer memory and
+//! a request served in one read allocates nothing.
+
+use std::cell::RefCell;
+use std::io::{self, ErrorKind, Read, Write};
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use log::debug;
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+use uppercut::api::{AnyActor, AnySender, Envelope};
+
+use crate::date::DateCache;
+use crate::exchange::{RequestStream, OUTPUT_HIGH_WATER};
+use crate::routes::Routes;
+
+/// Bytes read per `read` call.
+const READ_CHUNK: usize = 16 * 1024;
+/// Unread input discarded before closing, so the close is a FIN rather than a
+/// reset that could destroy the last response before the client reads it.
+const MAX_DISCARD_ON_CLOSE: usize = 64 * 1024;
+
+/// Readiness envelope: the socket may be readable or writable. A unit struct,
+/// so boxing it into an envelope allocates nothing.
+#[derive(Debug)]
+pub struct Ready;
+
+/// Sent to the poller (in `system` dispatch) when a connection actor is gone,
+/// so it frees the token.
+#[derive(Debug)]
+pub struct Closed(pub Token);
+
+/// What a poller shares with each of its connections.
+pub struct Shared {
+    pub routes: Arc<Routes>,
+    pub date: DateCache,
+    /// The poller's registry, to ask for WRITABLE while output is backed up.
+    pub registry: Registry,
+    /// The poller's actor address.
+    pub poller: String,
+}
+
+struct Scratch {
+    input: Box<[u8]>,
+    output: BytesMut,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
+        input: vec![0; READ_CHUNK].into_boxed_slice(),
+        output: BytesMut::with_capacity(2 * OUTPUT_HIGH_WATER),
+    });
+}
+
+/// Whether the connection stays open after a readiness envelope.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Open,
+    Close,
+}
+
+pub struct Connection {
+    socket: TcpStream,
+    token: Token,
+    shared: Arc<Shared>,
+    stream: RequestStream,
+    input: BytesMut,
+    /// `input` may hold complete requests that wait for the output to drain.
+    held_back: bool,
+    output: BytesMut,
+    /// WRITABLE is registered: output is backed up.
+    writable_interest: bool,
+}
+
+impl Connection {
+    /// A connection for a socket already registered READABLE under `token`.
+    pub fn new(socket: TcpStream, token: Token, shared: Arc<Shared>) -> Connection {
+        Connection {
+            socket,
+            token,
+            shared,
+            stream: RequestStream::default(),
+            input: BytesMut::new(),
+            held_back: false,
+            output: BytesMut::new(),
+            writable_interest: false,
+        }
+    }
+
+    /// Runs the connection until the socket would block or the exchange ends.
+    fn drive(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
+        // The scratch is shared by every connection on this thread: never trust
+        // what a previous user (or a panic) left in it.
+        scratch.output.clear();
+        loop {
+            // Output we owe goes first. While the client does not take it,
+            // read nothing more: that is the backpressure.
+            if !self.output.is_empty() && !self.flush()? {
+                self.set_writable_interest(true)?;
+                return Ok(Flow::Open);
+            }
+            if self.stream.is_closed() {
+                return Ok(Flow::Close);
+            }
+            if self.held_back {
+                self.serve_kept(&mut scratch.output);
+            } else {
+                match self.socket.read(&mut scratch.input) {
+                    Ok(0) => return Ok(Flow::Close),
+                    Ok(len) => self.serve_new(&scratch.input[..len], &mut scratch.output),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        self.set_writable_interest(false)?;
+                        return Ok(Flow::Open);
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            // One write for all the responses this read produced.
+            self.write_batch(&mut scratch.output)?;
+        }
+    }
+
+    /// Serves freshly read bytes, straight from the scratch when nothing was
+    /// kept from before, and keeps whatever the stream could not use yet.
+    fn serve_new(&mut self, data: &[u8], out: &mut BytesMut) {
+        if !self.input.is_empty() {
+            self.input.extend_from_slice(data);
+            return self.serve_kept(out);
+        }
+        let date = self.shared.date.current();
+        let served = self.stream.serve(data, &self.shared.routes, &date, out);
+        self.input.extend_from_slice(&data[served.consumed..]);
+        self.held_back = served.held_back;
+    }
+
+    fn serve_kept(&mut self, out: &mut BytesMut) {
+        let date = self.shared.date.current();
+        let served = self
+            .stream
+            .serve(&self.input, &self.shared.routes, &date, out);
+        self.input.advance(served.consumed);
+        self.held_back = served.held_back;
+        if self.input.is_empty() {
+            // Give the memory back: an idle connection keeps no buffer.
+            self.input = BytesMut::new();
+        }
+    }
+
+    /// Writes a batch of responses; what the socket does not take is kept.
+    fn write_batch(&mut self, batch: &mut BytesMut) -> io::Result<()> {
+        let written = write_until_blocked(&mut self.socket, batch);
+        if let Ok(written) = written {
+            self.output.extend_from_slice(&batch[written..]);
+        }
+        batch.clear();
+        written.map(drop)
+    }
+
+    /// Writes kept output; true when all of it went.
+    fn flush(&mut self) -> io::Result<bool> {
+        let written = write_until_blocked(&mut self.socket, &self.output)?;
+        self.output.advance(written);
+        if self.output.is_empty() {
+            self.output = BytesMut::new();
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn set_writable_interest(&mut self, writable: bool) -> io::Result<()> {
+        if self.writable_interest == writable {
+            return Ok(());
+        }
+        let interest = if writable {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        self.shared
+            .registry
+            .reregister(&mut self.socket, self.token, interest)?;
+        self.writable_interest = writable;
+        Ok(())
+    }
+
+    /// Reads and drops what the client already sent, so that closing the
+    /// socket sends a FIN after our last response rather than a reset.
+    fn discard_unread(&mut self, scratch: &mut Scratch) {
+        let mut discarded = 0;
+        while discarded < MAX_DISCARD_ON_CLOSE {
+            match self.socket.read(&mut scratch.input) {
+                Ok(0) => break,
+                Ok(len) => discarded += len,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Writes from `data` until done or the socket would block; returns the count.
+fn write_until_blocked(socket: &mut TcpStream, data: &[u8]) -> io::Result<usize> {
+    let mut written = 0;
+    while written < data.len() {
+        match socket.write(&data[written..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(len) => written += len,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(written)
+}
+
+impl AnyActor for Connection {
+    fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
+        if !envelope.message.is::<Ready>() {
+            return;
+        }
+        let flow = SCRATCH.with(|scratch| {
+            let scratch = &mut *scratch.borrow_mut();
+            let flow = self.drive(scratch);
+            if !matches!(flow, Ok(Flow::Open)) {
+                self.discard_unread(scratch);
+            }
+            flow
+        });
+        match flow {
+            Ok(Flow::Open) => {}
+            Ok(Flow::Close) => sender.stop(sender.me()),
+            Err(e) => {
+                debug!("connection {:?}: {e}", self.token);
+                sender.stop(sender.me());
+            }
+        }
+    }
+
+    // In `system` dispatch the scheduler owns the actor: tell the poller when
+    // it is gone, so the token can be reused. (In `local` dispatch the poller
+    // drops the connection itself and these hooks do not run.)
+    fn on_stop(&self, sender: &mut dyn AnySender) {
+        sender.send(&self.shared.poller, Envelope::of(Closed(self.token)));
+    }
+
+    fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {
+        self.on_stop(sender);
+    }
+}

@@ -1,0 +1,180 @@
+//! One connection's HTTP/1.1 request stream as pure bytes in, bytes out:
+//! framing (heads, Content-Length and chunked bodies), routing, persistence,
+//! and the responses in request order. No sockets here, so tests and the fuzz
+//! target drive exactly the path a connection actor uses.
+
+use bytes::BytesMut;
+
+use crate::chunked::{ChunkedDecoder, Skipped};
+use crate::date::DATE_LEN;
+use crate::request::{parse_head, BodyFraming, Method, ParsedHead, RequestHead};
+use crate::response::{ErrorStatus, Persistence, CONTINUE};
+use crate::routes::{RouteAnswer, Routes};
+
+/// No new request is started while this much output is waiting: a client that
+/// pipelines without reading cannot make the server buffer without bound.
+pub const OUTPUT_HIGH_WATER: usize = 64 * 1024;
+
+/// The response owed for a request whose body is still arriving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Answer {
+    route: RouteAnswer,
+    persistence: Persistence,
+    head_only: bool,
+}
+
+impl Answer {
+    fn for_head(routes: &Routes, head: &RequestHead) -> Answer {
+        let route = routes.answer(head.method, head.path);
+        let keeps = route.is_ok() || route.is_err_and(ErrorStatus::keeps_connection);
+        let persistence = match (head.keep_alive && keeps, head.http10) {
+            (false, _) => Persistence::Close,
+            (true, false) => Persistence::KeepAlive,
+            (true, true) => Persistence::KeepAliveHttp10,
+        };
+        Answer {
+            route,
+            persistence,
+            head_only: head.method == Method::Head,
+        }
+    }
+
+    fn fatal(status: ErrorStatus) -> Answer {
+        Answer {
+            route: Err(status),
+            persistence: Persistence::Close,
+            head_only: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Waiting for a request head.
+    Head,
+    /// Discarding a Content-Length body, this many bytes left.
+    Body { left: u64, answer: Answer },
+    /// Discarding a chunked body.
+    Chunked {
+        decoder: ChunkedDecoder,
+        answer: Answer,
+    },
+    /// A response that closes the connection was written; input is ignored.
+    Closed,
+}
+
+/// What one call to [`RequestStream::serve`] did with its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    /// Bytes of input used; the caller keeps the rest for the next call.
+    pub consumed: usize,
+    /// Requests were left unserved because the output reached the high-water
+    /// mark: serve the kept bytes again once the output has drained.
+    pub held_back: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestStream {
+    state: State,
+}
+
+impl Default for RequestStream {
+    fn default() -> Self {
+        RequestStream { state: State::Head }
+    }
+}
+
+impl RequestStream {
+    /// A response that closes the connection has been written.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// Serves every complete request at the start of `input`, in order,
+    /// appending the responses to `out`.
+    pub fn serve(
+        &mut self,
+        input: &[u8],
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) -> Served {
+        let mut pos = 0;
+        let mut held_back = false;
+        while pos < input.len() {
+            let rest = &input[pos..];
+            match &mut self.state {
+                State::Closed => pos = input.len(),
+                State::Head if out.len() >= OUTPUT_HIGH_WATER => {
+                    held_back = true;
+                    break;
+                }
+                State::Head => match parse_head(rest) {
+                    ParsedHead::Partial => break,
+                    ParsedHead::Rejected(status) => {
+                        self.respond(Answer::fatal(status), routes, date, out)
+                    }
+                    ParsedHead::Complete(head, len) => {
+                        pos += len;
+                        let answer = Answer::for_head(routes, &head);
+                        if head.expect_continue {
+                            out.extend_from_slice(CONTINUE);
+                        }
+                        match head.body {
+                            BodyFraming::Empty => self.respond(answer, routes, date, out),
+                            BodyFraming::Length(left) => self.state = State::Body { left, answer },
+                            BodyFraming::Chunked => {
+                                self.state = State::Chunked {
+                                    decoder: ChunkedDecoder::default(),
+                                    answer,
+                                }
+                            }
+                        }
+                    }
+                },
+                State::Body { left, answer } => {
+                    let take = (*left).min(rest.len() as u64);
+                    pos += take as usize;
+                    *left -= take;
+                    if *left == 0 {
+                        let answer = *answer;
+                        self.respond(answer, routes, date, out);
+                    }
+                }
+                State::Chunked { decoder, answer } => {
+                    let answer = *answer;
+                    match decoder.skip(rest) {
+                        Ok(Skipped::NeedMore(len)) => {
+                            pos += len;
+                            break;
+                        }
+                        Ok(Skipped::Done(len)) => {
+                            pos += len;
+                            self.respond(answer, routes, date, out);
+                        }
+                        Err(status) => self.respond(Answer::fatal(status), routes, date, out),
+                    }
+                }
+            }
+        }
+        Served {
+            consumed: pos,
+            held_back,
+        }
+    }
+
+    fn respond(
+        &mut self,
+        answer: Answer,
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
+        let response = routes.response(answer.route);
+        response.write(out, date, answer.persistence, answer.head_only);
+        self.state = match answer.persistence {
+            Persistence::Close => State::Closed,
+            Persistence::KeepAlive | Persistence::KeepAliveHttp10 => State::Head,
+        };
+    }
+}

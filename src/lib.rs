@@ -1,0 +1,28 @@
+//! uppercut-mio-server: an HTTP/1.1 server whose event loops (pollers) and
+//! connections are Uppercut actors, on mio, answering with canned responses.
+//!
+//! ```no_run
+//! use uppercut_mio_server::{CannedResponse, Config, Routes, Server};
+//!
+//! let routes = Routes::new().route("/", CannedResponse::ok("text/plain", "hi\n"));
+//! let server = Server::start(&Config::default(), routes).expect("bind");
+//! println!("listening on {}", server.local_addr());
+//! server.join();
+//! ```
+
+pub mod chunked;
+pub mod config;
+pub mod connection;
+pub mod date;
+pub mod exchange;
+pub mod poller;
+pub mod request;
+pub mod response;
+pub mod routes;
+pub mod server;
+pub mod slab;
+
+pub use config::{Config, Dispatch};
+pub use response::CannedResponse;
+pub use routes::Routes;
+pub use server::Server;

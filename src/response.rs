@@ -1,0 +1,164 @@
+//! Canned responses: every byte of a response but its `Date` value, built once
+//! at start into `Bytes`, and copied into a connection's output with the date
+//! and the `Connection` header the exchange needs. Nothing is formatted per request.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::date::DATE_LEN;
+
+pub const SERVER_NAME: &str = "uppercut-mio-server";
+
+/// The interim response a client sending `Expect: 100-continue` waits for.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// The `Connection` header a response carries, which depends on the exchange
+/// rather than on the route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// HTTP/1.1 keep-alive: the default, no header needed.
+    KeepAlive,
+    /// HTTP/1.0 keep-alive must be confirmed by the server.
+    KeepAliveHttp10,
+    /// The connection closes once this response is written.
+    Close,
+}
+
+impl Persistence {
+    /// The bytes from the end of the `Date` value to the end of the head.
+    fn head_end(self) -> &'static [u8] {
+        match self {
+            Persistence::KeepAlive => b"\r\n\r\n",
+            Persistence::KeepAliveHttp10 => b"\r\nConnection: keep-alive\r\n\r\n",
+            Persistence::Close => b"\r\nConnection: close\r\n\r\n",
+        }
+    }
+}
+
+/// A complete response, but for its `Date` value and `Connection` header.
+#[derive(Debug, Clone)]
+pub struct CannedResponse {
+    /// Status line and headers, ending with `Date: ` so the date goes last.
+    head: Bytes,
+    body: Bytes,
+}
+
+impl CannedResponse {
+    /// Builds a response; `Server`, `Content-Length` and `Date` are added here.
+    pub fn new(status: u16, reason: &str, headers: &[(&str, &str)], body: Bytes) -> Self {
+        let mut head = BytesMut::with_capacity(256);
+        head.put_slice(format!("HTTP/1.1 {status} {reason}\r\n").as_bytes());
+        head.put_slice(format!("Server: {SERVER_NAME}\r\n").as_bytes());
+        for (name, value) in headers {
+            head.put_slice(format!("{name}: {value}\r\n").as_bytes());
+        }
+        head.put_slice(format!("Content-Length: {}\r\nDate: ", body.len()).as_bytes());
+        CannedResponse {
+            head: head.freeze(),
+            body,
+        }
+    }
+
+    /// A 200 response with this content type and body.
+    pub fn ok(content_type: &str, body: impl Into<Bytes>) -> Self {
+        CannedResponse::new(200, "OK", &[("Content-Type", content_type)], body.into())
+    }
+
+    /// Appends the response to `out`; `head_only` answers a HEAD request.
+    pub fn write(
+        &self,
+        out: &mut BytesMut,
+        date: &[u8; DATE_LEN],
+        persistence: Persistence,
+        head_only: bool,
+    ) {
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(date);
+        out.extend_from_slice(persistence.head_end());
+        if !head_only {
+            out.extend_from_slice(&self.body);
+        }
+    }
+}
+
+/// The error statuses this server answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorStatus {
+    BadRequest,
+    NotFound,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    UriTooLong,
+    HeaderFieldsTooLarge,
+    NotImplemented,
+}
+
+impl ErrorStatus {
+    pub const ALL: [ErrorStatus; 7] = [
+        ErrorStatus::BadRequest,
+        ErrorStatus::NotFound,
+        ErrorStatus::MethodNotAllowed,
+        ErrorStatus::PayloadTooLarge,
+        ErrorStatus::UriTooLong,
+        ErrorStatus::HeaderFieldsTooLarge,
+        ErrorStatus::NotImplemented,
+    ];
+
+    pub fn code(self) -> u16 {
+        match self {
+            ErrorStatus::BadRequest => 400,
+            ErrorStatus::NotFound => 404,
+            ErrorStatus::MethodNotAllowed => 405,
+            ErrorStatus::PayloadTooLarge => 413,
+            ErrorStatus::UriTooLong => 414,
+            ErrorStatus::HeaderFieldsTooLarge => 431,
+            ErrorStatus::NotImplemented => 501,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            ErrorStatus::BadRequest => "Bad Request",
+            ErrorStatus::NotFound => "Not Found",
+            ErrorStatus::MethodNotAllowed => "Method Not Allowed",
+            ErrorStatus::PayloadTooLarge => "Payload Too Large",
+            ErrorStatus::UriTooLong => "URI Too Long",
+            ErrorStatus::HeaderFieldsTooLarge => "Request Header Fields Too Large",
+            ErrorStatus::NotImplemented => "Not Implemented",
+        }
+    }
+
+    /// Whether the request stream can go on after this error. Only routing
+    /// errors leave the framing intact; after the others we cannot tell where
+    /// the next request starts.
+    pub fn keeps_connection(self) -> bool {
+        matches!(self, ErrorStatus::NotFound | ErrorStatus::MethodNotAllowed)
+    }
+
+    pub fn canned(self) -> CannedResponse {
+        let body = format!("{} {}\n", self.code(), self.reason());
+        let mut headers = vec![("Content-Type", "text/plain; charset=utf-8")];
+        if self == ErrorStatus::MethodNotAllowed {
+            headers.push(("Allow", "GET, HEAD"));
+        }
+        CannedResponse::new(self.code(), self.reason(), &headers, Bytes::from(body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_head_date_and_persistence() {
+        let response = CannedResponse::ok("text/plain", "hi");
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        let mut out = BytesMut::new();
+        response.write(&mut out, date, Persistence::Close, false);
+        response.write(&mut out, date, Persistence::KeepAliveHttp10, true);
+        let expected = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: text/plain\r\n\
+            Content-Length: 2\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\nhi\
+            HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: text/plain\r\n\
+            Content-Length: 2\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: keep-alive\r\n\r\n";
+        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
+    }
+}

@@ -1,0 +1,200 @@
+//! Starting and stopping a server: the SO_REUSEPORT listeners, one poller per
+//! listener, and the uppercut system that runs the pollers.
+//!
+//! Uppercut's actor workers spin on `try_recv` whenever they have no actor to
+//! run, so the system gets exactly one worker per poller: each worker spends
+//! its idle time blocked in its poller's `poll`, and an idle server sleeps.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, SystemTime};
+
+use log::{error, info};
+use mio::net::TcpListener;
+use mio::{Poll, Waker};
+use socket2::{Domain, Socket, Type};
+use uppercut::config::{Config as SystemConfig, SchedulerConfig};
+use uppercut::core::System;
+use uppercut::pool::ThreadPool;
+
+use crate::config::Config;
+use crate::connection::Shared;
+use crate::date::DateCache;
+use crate::poller::{Poller, Tick, WAKER};
+use crate::routes::Routes;
+use uppercut::api::Envelope;
+
+const LISTEN_BACKLOG: i32 = 4096;
+
+/// A running server. Dropping it stops it.
+pub struct Server {
+    local_addr: SocketAddr,
+    stopping: Arc<AtomicBool>,
+    wakers: Vec<Waker>,
+    system: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds the listeners and starts the pollers; returns once the server
+    /// accepts connections.
+    pub fn start(config: &Config, routes: Routes) -> io::Result<Server> {
+        let pollers = config.pollers.max(1);
+        // Bind the first listener alone so that port 0 resolves to one port
+        // that the others then share.
+        let first = reuseport_listener(config.bind)?;
+        let local_addr = first.local_addr()?;
+        let mut listeners = vec![first];
+        for _ in 1..pollers {
+            listeners.push(reuseport_listener(local_addr)?);
+        }
+
+        let routes = Arc::new(routes);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let mut wakers = Vec::with_capacity(pollers);
+        let mut actors = Vec::with_capacity(pollers);
+        for (index, listener) in listeners.into_iter().enumerate() {
+            let poll = Poll::new()?;
+            wakers.push(Waker::new(poll.registry(), WAKER)?);
+            let shared = Arc::new(Shared {
+                routes: Arc::clone(&routes),
+                date: DateCache::new(SystemTime::now()),
+                registry: poll.registry().try_clone()?,
+                poller: format!("poller-{index}"),
+            });
+            let poller = Poller::new(
+                poll,
+                listener,
+                shared,
+                config.dispatch,
+                Arc::clone(&stopping),
+            )?;
+            actors.push(poller);
+        }
+
+        let (started_tx, started_rx) = mpsc::sync_channel(1);
+        let system = thread::Builder::new()
+            .name("uppercut-system".into())
+            .spawn(move || run_system(actors, started_tx))?;
+        match started_rx.recv() {
+            Ok(Ok(())) => Ok(Server {
+                local_addr,
+                stopping,
+                wakers,
+                system: Some(system),
+            }),
+            Ok(Err(message)) => Err(io::Error::other(message)),
+            Err(_) => Err(io::Error::other(
+                "the actor system thread died while starting",
+            )),
+        }
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Blocks until the server stops.
+    pub fn join(mut self) {
+        if let Some(system) = self.system.take() {
+            let _ = system.join();
+        }
+    }
+
+    /// Stops accepting, closes every connection, and waits for the system to end.
+    pub fn stop(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        for waker in &self.wakers {
+            if let Err(e) = waker.wake() {
+                error!("waking a poller: {e}");
+            }
+        }
+        if let Some(system) = self.system.take() {
+            let _ = system.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+/// Runs the uppercut system until every poller has stopped.
+fn run_system(pollers: Vec<Poller>, started: mpsc::SyncSender<Result<(), String>>) {
+    let scheduler = SchedulerConfig {
+        // One worker per poller: any more would spin while idle.
+        actor_worker_threads: pollers.len(),
+        // Uppercut's extra threads only report logs and metrics, which are off.
+        extra_worker_threads: 0,
+        logging_enabled: false,
+        metric_reporting_enabled: false,
+        metric_reporting_interval: Duration::from_secs(1),
+        // The system ends once every poller (and connection) actor has stopped.
+        eager_shutdown_enabled: true,
+        ..SchedulerConfig::default()
+    };
+    let config = SystemConfig::new(scheduler, Default::default());
+    let pool = ThreadPool::for_config(&config);
+    let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
+        Ok(run) => run,
+        Err(e) => {
+            let _ = started.send(Err(format!("starting the actor system: {e:?}")));
+            return;
+        }
+    };
+    for (index, poller) in pollers.into_iter().enumerate() {
+        let address = format!("poller-{index}");
+        run.spawn(&address, move || Box::new(poller));
+        run.send(&address, Envelope::of(Tick));
+    }
+    let _ = started.send(Ok(()));
+    // Dropping the pool waits for its threads, which end with the scheduler.
+    drop(run);
+    drop(pool);
+}
+
+/// A non-blocking listener with SO_REUSEPORT, so the kernel spreads incoming
+/// connections over the pollers' listeners.
+fn reuseport_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(TcpListener::from_std(socket.into()))
+}
+
+/// Raises the open-files soft limit to the hard limit: every connection is a
+/// descriptor. Returns the limit now in force.
+pub fn raise_open_files_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        limit = raised;
+    }
+    info!("open-files limit: {}", limit.rlim_cur);
+    Ok(limit.rlim_cur)
+}

@@ -1,0 +1,171 @@
+//! Test harness: a server started in-process on 127.0.0.1:0 and a raw-socket
+//! client that reads responses by their framing, never by timing.
+
+#![allow(dead_code)] // each test file uses its own part of the harness
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use uppercut_mio_server::date::format_imf_fixdate;
+use uppercut_mio_server::{Config, Dispatch, Routes, Server};
+
+/// A safety net so that a server bug fails a test instead of hanging it.
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn start(dispatch: Dispatch) -> Server {
+    start_with(dispatch, Routes::standard())
+}
+
+pub fn start_with(dispatch: Dispatch, routes: Routes) -> Server {
+    let config = Config {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        pollers: 2,
+        dispatch,
+    };
+    Server::start(&config, routes).expect("server starts")
+}
+
+pub struct Client {
+    pub stream: TcpStream,
+    /// Bytes read past the last response returned.
+    pending: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        Client::from_stream(TcpStream::connect(addr).expect("connect"))
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Client {
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Reads one response, framed by its Content-Length (no body for HEAD).
+    pub fn response(&mut self, head_only: bool) -> Vec<u8> {
+        let head_end = loop {
+            if let Some(end) = find(&self.pending, b"\r\n\r\n") {
+                break end + 4;
+            }
+            assert!(
+                self.fill() > 0,
+                "EOF inside a response head: {:?}",
+                text(&self.pending)
+            );
+        };
+        let head = text(&self.pending[..head_end]);
+        let length = if head_only || head.starts_with("HTTP/1.1 1") {
+            0
+        } else {
+            head.lines()
+                .find_map(|line| line.strip_prefix("Content-Length: "))
+                .expect("every response has Content-Length")
+                .parse::<usize>()
+                .unwrap()
+        };
+        while self.pending.len() < head_end + length {
+            assert!(self.fill() > 0, "EOF inside a response body");
+        }
+        self.pending.drain(..head_end + length).collect()
+    }
+
+    /// Reads until the server closes; fails on a reset.
+    pub fn rest_until_close(&mut self) -> Vec<u8> {
+        while self.fill() > 0 {}
+        std::mem::take(&mut self.pending)
+    }
+
+    /// The server closed the connection and sent nothing more.
+    pub fn assert_closed(&mut self) {
+        assert_eq!(text(&self.rest_until_close()), "");
+    }
+
+    pub fn close_write(&mut self) {
+        self.stream.shutdown(Shutdown::Write).unwrap();
+    }
+
+    fn fill(&mut self) -> usize {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(len) => {
+                    self.pending.extend_from_slice(&chunk[..len]);
+                    return len;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => panic!("read failed: {e}"),
+            }
+        }
+    }
+}
+
+/// One request on a fresh connection; the response that comes back.
+pub fn exchange(server: &Server, request: &str) -> Vec<u8> {
+    let mut client = Client::connect(server.local_addr());
+    client.send(request.as_bytes());
+    client.response(request.starts_with("HEAD "))
+}
+
+/// Asserts that `actual` is `expected` with `{date}` standing for the Date
+/// header, which must be a well-formed date within a few seconds of now.
+pub fn assert_response(actual: &[u8], expected: &str) {
+    let actual = text(actual);
+    let date = actual
+        .split("\r\nDate: ")
+        .nth(1)
+        .map(|rest| &rest[..rest.len().min(29)])
+        .unwrap_or_else(|| panic!("no Date header in {actual:?}"));
+    assert_recent_date(date);
+    assert_eq!(actual, expected.replace("{date}", date));
+}
+
+pub fn assert_recent_date(date: &str) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let recent = (now - 5..=now + 1).any(|second| format_imf_fixdate(second) == date.as_bytes());
+    assert!(
+        recent,
+        "Date {date:?} is not a date of the last few seconds"
+    );
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
+
+/// Runs the test body once per dispatch mode, as `NAME::local` and `NAME::system`.
+#[macro_export]
+macro_rules! in_both_modes {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn local() {
+                    super::$name(uppercut_mio_server::Dispatch::Local);
+                }
+                #[test]
+                fn system() {
+                    super::$name(uppercut_mio_server::Dispatch::System);
+                }
+            }
+        )*
+    };
+}
