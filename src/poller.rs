@@ -31,11 +31,17 @@ use crate::slab::Slab;
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
 
-/// Longest a poller blocks in `poll`: bounds how stale the Date header and
-/// the stop flag can get, and how long the worker is kept while idle.
-const POLL_TIMEOUT: Duration = Duration::from_millis(100);
-/// Longest a `local` poller keeps its worker while busy before yielding.
-const LOCAL_SLICE: Duration = Duration::from_millis(10);
+/// Longest a poller blocks in `poll` before handing its worker back to the
+/// scheduler. Each hand-back costs about 3 ms of a worker spinning on
+/// `try_recv` while the scheduler wakes up, so an idle poller makes it only
+/// once a second. (The Date cache is refreshed after every wake-up, and a stop
+/// wakes the poller at once, so neither depends on this timeout.)
+const POLL_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest a busy `local` poller keeps its worker before yielding. Each yield
+/// costs a spinning worker while the scheduler thread, which needs a core too,
+/// hands the poller back; under load that spin can last a whole time slice.
+/// The system has one worker per poller, so nothing waits for this one.
+const LOCAL_SLICE: Duration = Duration::from_secs(1);
 const EVENTS_CAPACITY: usize = 1024;
 
 /// The poller's own message: run the event loop for another slice.
@@ -191,7 +197,7 @@ impl Poller {
     fn run_system(&mut self, sender: &mut dyn AnySender) {
         let timeout = match self.idle_polls {
             0 => Duration::ZERO,
-            n => Duration::from_millis(1 << n.min(7)).min(POLL_TIMEOUT),
+            n => Duration::from_millis(1 << n.min(10)).min(POLL_TIMEOUT),
         };
         if self.poll_once(timeout, sender) {
             self.idle_polls = 0;
