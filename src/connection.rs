@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, ErrorKind, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
@@ -47,6 +48,16 @@ pub struct Shared {
     pub registry: Registry,
     /// The poller's actor address.
     pub poller: String,
+    /// The server is stopping. The poller then stops every connection actor
+    /// itself, and the scheduler may already be gone, so connection actors
+    /// must send nothing more: uppercut's senders panic on a closed channel.
+    pub stopping: Arc<AtomicBool>,
+}
+
+impl Shared {
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
 }
 
 struct Scratch {
@@ -236,13 +247,11 @@ impl AnyActor for Connection {
             }
             flow
         });
-        match flow {
-            Ok(Flow::Open) => {}
-            Ok(Flow::Close) => sender.stop(sender.me()),
-            Err(e) => {
-                debug!("connection {:?}: {e}", self.token);
-                sender.stop(sender.me());
-            }
+        if let Err(e) = &flow {
+            debug!("connection {:?}: {e}", self.token);
+        }
+        if !matches!(flow, Ok(Flow::Open)) && !self.shared.is_stopping() {
+            sender.stop(sender.me());
         }
     }
 
@@ -250,7 +259,9 @@ impl AnyActor for Connection {
     // it is gone, so the token can be reused. (In `local` dispatch the poller
     // drops the connection itself and these hooks do not run.)
     fn on_stop(&self, sender: &mut dyn AnySender) {
-        sender.send(&self.shared.poller, Envelope::of(Closed(self.token)));
+        if !self.shared.is_stopping() {
+            sender.send(&self.shared.poller, Envelope::of(Closed(self.token)));
+        }
     }
 
     fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {

@@ -15,7 +15,6 @@
 use std::cell::Cell;
 use std::io::ErrorKind;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -63,7 +62,6 @@ pub struct Poller {
     spawned: u64,
     /// `system` dispatch: polls in a row that found nothing (drives the backoff).
     idle_polls: u32,
-    stopping: Arc<AtomicBool>,
 }
 
 impl Poller {
@@ -72,7 +70,6 @@ impl Poller {
         listener: TcpListener,
         shared: Arc<Shared>,
         dispatch: Dispatch,
-        stopping: Arc<AtomicBool>,
     ) -> std::io::Result<Poller> {
         let mut poller = Poller {
             poll,
@@ -84,7 +81,6 @@ impl Poller {
             system: Slab::default(),
             spawned: 0,
             idle_polls: 0,
-            stopping,
         };
         poller
             .poll
@@ -188,7 +184,7 @@ impl Poller {
         let slice_end = Instant::now() + LOCAL_SLICE;
         while self.poll_once(POLL_TIMEOUT, sender)
             && Instant::now() < slice_end
-            && !self.stopping.load(Ordering::Relaxed)
+            && !self.shared.is_stopping()
         {}
     }
 
@@ -225,7 +221,7 @@ impl AnyActor for Poller {
         if !envelope.message.is::<Tick>() {
             return;
         }
-        if self.stopping.load(Ordering::Relaxed) {
+        if self.shared.is_stopping() {
             return self.stop(sender);
         }
         match self.dispatch {

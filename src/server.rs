@@ -66,14 +66,9 @@ impl Server {
                 date: DateCache::new(SystemTime::now()),
                 registry: poll.registry().try_clone()?,
                 poller: format!("poller-{index}"),
+                stopping: Arc::clone(&stopping),
             });
-            let poller = Poller::new(
-                poll,
-                listener,
-                shared,
-                config.dispatch,
-                Arc::clone(&stopping),
-            )?;
+            let poller = Poller::new(poll, listener, shared, config.dispatch)?;
             actors.push(poller);
         }
 
