@@ -2,12 +2,12 @@
 //! envelopes from its poller, whether delivered directly (`local` dispatch) or
 //! through the uppercut scheduler (`system` dispatch); the code is the same.
 //!
-//! It owns its socket and two buffers that are empty for an idle connection:
-//! `input` keeps bytes between reads (a partial head, or requests held back by
-//! the output high-water mark) and `output` keeps what the socket would not take.
-//! Reads and the batch of responses they produce go through a per-thread scratch
-//! pair instead, so 10,000 idle keep-alive connections hold no buffer memory and
-//! a request served in one read allocates nothing.
+//! It owns its socket, its request stream (whose read buffer keeps bytes
+//! between reads) and a write buffer that keeps what the socket would not
+//! take; both buffers are empty for an idle connection. Reads and the batch of
+//! responses they produce go through a per-thread scratch pair instead, so
+//! 10,000 idle keep-alive connections hold no buffer memory and a request
+//! served in one read allocates nothing.
 
 use std::cell::RefCell;
 use std::io::{self, ErrorKind, Read, Write};
@@ -84,9 +84,6 @@ pub struct Connection {
     token: Token,
     shared: Arc<Shared>,
     stream: RequestStream,
-    input: BytesMut,
-    /// `input` may hold complete requests that wait for the output to drain.
-    held_back: bool,
     output: BytesMut,
     /// WRITABLE is registered: output is backed up.
     writable_interest: bool,
@@ -100,8 +97,6 @@ impl Connection {
             token,
             shared,
             stream: RequestStream::default(),
-            input: BytesMut::new(),
-            held_back: false,
             output: BytesMut::new(),
             writable_interest: false,
         }
@@ -122,12 +117,19 @@ impl Connection {
             if self.stream.is_closed() {
                 return Ok(Flow::Close);
             }
-            if self.held_back {
-                self.serve_kept(&mut scratch.output);
+            let date = self.shared.date.current();
+            if self.stream.is_held_back() {
+                self.stream
+                    .resume(&self.shared.routes, &date, &mut scratch.output);
             } else {
                 match self.socket.read(&mut scratch.input) {
                     Ok(0) => return Ok(Flow::Close),
-                    Ok(len) => self.serve_new(&scratch.input[..len], &mut scratch.output),
+                    Ok(len) => self.stream.feed(
+                        &scratch.input[..len],
+                        &self.shared.routes,
+                        &date,
+                        &mut scratch.output,
+                    ),
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         self.set_writable_interest(false)?;
                         return Ok(Flow::Open);
@@ -138,32 +140,6 @@ impl Connection {
             }
             // One write for all the responses this read produced.
             self.write_batch(&mut scratch.output)?;
-        }
-    }
-
-    /// Serves freshly read bytes, straight from the scratch when nothing was
-    /// kept from before, and keeps whatever the stream could not use yet.
-    fn serve_new(&mut self, data: &[u8], out: &mut BytesMut) {
-        if !self.input.is_empty() {
-            self.input.extend_from_slice(data);
-            return self.serve_kept(out);
-        }
-        let date = self.shared.date.current();
-        let served = self.stream.serve(data, &self.shared.routes, &date, out);
-        self.input.extend_from_slice(&data[served.consumed..]);
-        self.held_back = served.held_back;
-    }
-
-    fn serve_kept(&mut self, out: &mut BytesMut) {
-        let date = self.shared.date.current();
-        let served = self
-            .stream
-            .serve(&self.input, &self.shared.routes, &date, out);
-        self.input.advance(served.consumed);
-        self.held_back = served.held_back;
-        if self.input.is_empty() {
-            // Give the memory back: an idle connection keeps no buffer.
-            self.input = BytesMut::new();
         }
     }
 

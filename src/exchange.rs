@@ -1,9 +1,10 @@
 //! One connection's HTTP/1.1 request stream as pure bytes in, bytes out:
 //! framing (heads, Content-Length and chunked bodies), routing, persistence,
-//! and the responses in request order. No sockets here, so tests and the fuzz
-//! target drive exactly the path a connection actor uses.
+//! the responses in request order, and the input kept between reads. No
+//! sockets here, so tests and the fuzz target drive exactly the path a
+//! connection actor uses.
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 
 use crate::chunked::{ChunkedDecoder, Skipped};
 use crate::date::DATE_LEN;
@@ -63,36 +64,84 @@ enum State {
     Closed,
 }
 
-/// What one call to [`RequestStream::serve`] did with its input.
+/// What one call to [`Framer::serve`] did with its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Served {
+struct Served {
     /// Bytes of input used; the caller keeps the rest for the next call.
-    pub consumed: usize,
+    consumed: usize,
     /// Requests were left unserved because the output reached the high-water
     /// mark: serve the kept bytes again once the output has drained.
-    pub held_back: bool,
+    held_back: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A connection's request stream: the framing state, and the input kept
+/// between reads (a partial head, or requests held back by the high-water
+/// mark), which stays unallocated while every read holds whole requests.
+#[derive(Debug, Default)]
 pub struct RequestStream {
-    state: State,
-}
-
-impl Default for RequestStream {
-    fn default() -> Self {
-        RequestStream { state: State::Head }
-    }
+    framer: Framer,
+    kept: BytesMut,
+    held_back: bool,
 }
 
 impl RequestStream {
     /// A response that closes the connection has been written.
     pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
+        self.framer.state == State::Closed
     }
 
+    /// Kept input holds requests that wait for the output to drain: call
+    /// [`RequestStream::resume`] once it has, before reading more.
+    pub fn is_held_back(&self) -> bool {
+        self.held_back
+    }
+
+    /// Serves freshly read bytes, appending responses to `out`. They are
+    /// parsed where they lie when nothing was kept from before.
+    pub fn feed(
+        &mut self,
+        data: &[u8],
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
+        if !self.kept.is_empty() {
+            self.kept.extend_from_slice(data);
+            return self.resume(routes, date, out);
+        }
+        let served = self.framer.serve(data, routes, date, out);
+        self.kept.extend_from_slice(&data[served.consumed..]);
+        self.held_back = served.held_back;
+    }
+
+    /// Serves the kept input.
+    pub fn resume(&mut self, routes: &Routes, date: &[u8; DATE_LEN], out: &mut BytesMut) {
+        let served = self.framer.serve(&self.kept, routes, date, out);
+        self.kept.advance(served.consumed);
+        self.held_back = served.held_back;
+        if self.kept.is_empty() {
+            // Give the memory back: an idle connection keeps no buffer.
+            self.kept = BytesMut::new();
+        }
+    }
+}
+
+/// Framing, routing and responses over a byte slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Framer {
+    state: State,
+}
+
+impl Default for Framer {
+    fn default() -> Self {
+        Framer { state: State::Head }
+    }
+}
+
+impl Framer {
     /// Serves every complete request at the start of `input`, in order,
     /// appending the responses to `out`.
-    pub fn serve(
+    fn serve(
         &mut self,
         input: &[u8],
         routes: &Routes,
