@@ -2,9 +2,12 @@
 
 use std::net::SocketAddr;
 use std::thread;
+use std::time::Duration;
 
 pub const USAGE: &str = "\
-usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|system] [--help]
+usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|system]
+                           [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
+                           [--max-connections N] [--shutdown-timeout T] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000)
   --pollers N               event loops, each with its own SO_REUSEPORT listener
@@ -12,7 +15,18 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
   --dispatch local|system   how readiness reaches connection actors: directly from
                             their poller (local, default) or through the uppercut
                             scheduler (system)
+  --header-timeout T        a request (head and body) not complete in time gets 408
+                            and the connection closes (default 10s)
+  --keepalive-timeout T     an idle keep-alive connection is closed (default 75s)
+  --write-timeout T         a client that reads nothing while its output is backed
+                            up is closed (default 30s)
+  --max-connections N       past N open connections, new ones are closed at once
+                            (default 100000)
+  --shutdown-timeout T      on SIGINT or SIGTERM, finish in-flight requests for at
+                            most T, then exit (default 10s)
   --help                    print this help
+
+Durations are a number with ms, s or m: 500ms, 10s, 2m.
 
 Logging goes through env_logger: RUST_LOG=info or RUST_LOG=debug for more.";
 
@@ -32,11 +46,35 @@ impl Dispatch {
     }
 }
 
+/// How long a connection may take at each stage before it is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From a request's first byte (or the accept) to its last.
+    pub header: Duration,
+    /// Idle between requests on a keep-alive connection.
+    pub keepalive: Duration,
+    /// Without write progress while output is backed up.
+    pub write: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header: Duration::from_secs(10),
+            keepalive: Duration::from_secs(75),
+            write: Duration::from_secs(30),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub bind: SocketAddr,
     pub pollers: usize,
     pub dispatch: Dispatch,
+    pub timeouts: Timeouts,
+    pub max_connections: usize,
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for Config {
@@ -45,7 +83,23 @@ impl Default for Config {
             bind: SocketAddr::from(([0, 0, 0, 0], 9000)),
             pollers: thread::available_parallelism().map_or(1, usize::from),
             dispatch: Dispatch::Local,
+            timeouts: Timeouts::default(),
+            max_connections: 100_000,
+            shutdown_timeout: Duration::from_secs(10),
         }
+    }
+}
+
+/// A duration written as a number and a unit: `500ms`, `10s`, `2m`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    match unit {
+        "ms" => Some(Duration::from_millis(number)),
+        "s" => Some(Duration::from_secs(number)),
+        "m" => number.checked_mul(60).map(Duration::from_secs),
+        _ => None,
     }
 }
 
@@ -82,13 +136,12 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
                     .parse()
                     .map_err(|_| format!("--bind: not an ADDR:PORT: {value}"))?;
             }
-            "--pollers" => {
-                let value = value()?;
-                config.pollers = match value.parse() {
-                    Ok(n) if n > 0 => n,
-                    _ => return Err(format!("--pollers: not a positive number: {value}")),
-                };
-            }
+            "--pollers" => config.pollers = positive(&flag, &value()?)?,
+            "--max-connections" => config.max_connections = positive(&flag, &value()?)?,
+            "--header-timeout" => config.timeouts.header = duration(&flag, &value()?)?,
+            "--keepalive-timeout" => config.timeouts.keepalive = duration(&flag, &value()?)?,
+            "--write-timeout" => config.timeouts.write = duration(&flag, &value()?)?,
+            "--shutdown-timeout" => config.shutdown_timeout = duration(&flag, &value()?)?,
             "--dispatch" => {
                 config.dispatch = match value()?.as_str() {
                     "local" => Dispatch::Local,
@@ -100,6 +153,22 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
         }
     }
     Ok(Command::Run(config))
+}
+
+fn positive(flag: &str, value: &str) -> Result<usize, String> {
+    match value.parse() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{flag}: not a positive number: {value}")),
+    }
+}
+
+fn duration(flag: &str, value: &str) -> Result<Duration, String> {
+    match parse_duration(value) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!(
+            "{flag}: not a duration like 500ms, 10s or 2m: {value}"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -116,6 +185,7 @@ mod tests {
             bind: "127.0.0.1:8080".parse().unwrap(),
             pollers: 3,
             dispatch: Dispatch::System,
+            ..Config::default()
         };
         let spaced = parse(&[
             "--bind",
@@ -133,6 +203,28 @@ mod tests {
     }
 
     #[test]
+    fn reads_limits_and_durations() {
+        let args = [
+            "--header-timeout=500ms",
+            "--keepalive-timeout=2m",
+            "--write-timeout=3s",
+            "--max-connections=7",
+            "--shutdown-timeout=1s",
+        ];
+        let Ok(Command::Run(config)) = parse(&args) else {
+            panic!("{args:?} refused");
+        };
+        let timeouts = Timeouts {
+            header: Duration::from_millis(500),
+            keepalive: Duration::from_secs(120),
+            write: Duration::from_secs(3),
+        };
+        assert_eq!(config.timeouts, timeouts);
+        assert_eq!(config.max_connections, 7);
+        assert_eq!(config.shutdown_timeout, Duration::from_secs(1));
+    }
+
+    #[test]
     fn refuses_bad_flags() {
         for args in [
             &["--bind", "nowhere"][..],
@@ -140,6 +232,11 @@ mod tests {
             &["--dispatch", "remote"],
             &["--pollers"],
             &["--verbose"],
+            &["--header-timeout", "10"],
+            &["--header-timeout", "0s"],
+            &["--keepalive-timeout", "5h"],
+            &["--write-timeout", "ms"],
+            &["--max-connections", "-1"],
         ] {
             assert!(parse(args).is_err(), "{args:?}");
         }

@@ -11,7 +11,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, ErrorKind, Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
@@ -20,9 +20,12 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
+use crate::config::Timeouts;
 use crate::date::DateCache;
 use crate::exchange::{RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::Routes;
+use crate::server::{Phase, ServerState};
+use crate::timeouts::{Activity, CoarseClock, ConnectionTimer, Expiry};
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
@@ -35,6 +38,11 @@ const MAX_DISCARD_ON_CLOSE: usize = 64 * 1024;
 #[derive(Debug)]
 pub struct Ready;
 
+/// The poller's sweep found the connection's deadline passed: check it and,
+/// if it still stands, time the connection out.
+#[derive(Debug)]
+pub struct Expire;
+
 /// Sent to the poller (in `system` dispatch) when a connection actor is gone,
 /// so it frees the token.
 #[derive(Debug)]
@@ -44,20 +52,13 @@ pub struct Closed(pub Token);
 pub struct Shared {
     pub routes: Arc<Routes>,
     pub date: DateCache,
+    pub clock: CoarseClock,
+    pub timeouts: Timeouts,
     /// The poller's registry, to ask for WRITABLE while output is backed up.
     pub registry: Registry,
     /// The poller's actor address.
     pub poller: String,
-    /// The server is stopping. The poller then stops every connection actor
-    /// itself, and the scheduler may already be gone, so connection actors
-    /// must send nothing more: uppercut's senders panic on a closed channel.
-    pub stopping: Arc<AtomicBool>,
-}
-
-impl Shared {
-    pub fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
-    }
+    pub server: Arc<ServerState>,
 }
 
 struct Scratch {
@@ -87,11 +88,15 @@ pub struct Connection {
     output: BytesMut,
     /// WRITABLE is registered: output is backed up.
     writable_interest: bool,
+    /// Some output was written in the current round of work.
+    wrote: bool,
+    timer: ConnectionTimer,
 }
 
 impl Connection {
     /// A connection for a socket already registered READABLE under `token`.
     pub fn new(socket: TcpStream, token: Token, shared: Arc<Shared>) -> Connection {
+        let timer = ConnectionTimer::new(shared.clock.now_ms(), &shared.timeouts);
         Connection {
             socket,
             token,
@@ -99,14 +104,23 @@ impl Connection {
             stream: RequestStream::default(),
             output: BytesMut::new(),
             writable_interest: false,
+            wrote: false,
+            timer,
         }
+    }
+
+    /// The deadline a `system` poller's sweep reads.
+    pub fn deadline(&self) -> Arc<AtomicU64> {
+        self.timer.deadline()
+    }
+
+    /// A `local` poller's sweep: the published deadline has passed.
+    pub fn is_past_deadline(&self, now_ms: u64) -> bool {
+        self.timer.expired(now_ms).is_some()
     }
 
     /// Runs the connection until the socket would block or the exchange ends.
     fn drive(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
-        // The scratch is shared by every connection on this thread: never trust
-        // what a previous user (or a panic) left in it.
-        scratch.output.clear();
         loop {
             // Output we owe goes first. While the client does not take it,
             // read nothing more: that is the backpressure.
@@ -131,6 +145,13 @@ impl Connection {
                         &mut scratch.output,
                     ),
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        // Shutting down: a connection between requests is done.
+                        // Every request it sent before this read was served.
+                        if self.shared.server.phase() == Phase::Draining
+                            && !self.stream.is_mid_request()
+                        {
+                            return Ok(Flow::Close);
+                        }
                         self.set_writable_interest(false)?;
                         return Ok(Flow::Open);
                     }
@@ -143,10 +164,28 @@ impl Connection {
         }
     }
 
+    /// The deadline passed when the poller swept: if it still stands, close,
+    /// answering 408 to a request that did not arrive in time.
+    fn expire(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
+        match self.timer.expired(self.shared.clock.now_ms()) {
+            None => Ok(Flow::Open),
+            Some(Expiry::Request) => {
+                let date = self.shared.date.current();
+                self.stream
+                    .time_out(&self.shared.routes, &date, &mut scratch.output);
+                // One try: a client this slow gets no more of our time.
+                write_until_blocked(&mut self.socket, &scratch.output)?;
+                Ok(Flow::Close)
+            }
+            Some(Expiry::Idle | Expiry::Write) => Ok(Flow::Close),
+        }
+    }
+
     /// Writes a batch of responses; what the socket does not take is kept.
     fn write_batch(&mut self, batch: &mut BytesMut) -> io::Result<()> {
         let written = write_until_blocked(&mut self.socket, batch);
         if let Ok(written) = written {
+            self.wrote |= written > 0;
             self.output.extend_from_slice(&batch[written..]);
         }
         batch.clear();
@@ -156,6 +195,7 @@ impl Connection {
     /// Writes kept output; true when all of it went.
     fn flush(&mut self) -> io::Result<bool> {
         let written = write_until_blocked(&mut self.socket, &self.output)?;
+        self.wrote |= written > 0;
         self.output.advance(written);
         if self.output.is_empty() {
             self.output = BytesMut::new();
@@ -212,22 +252,47 @@ fn write_until_blocked(socket: &mut TcpStream, data: &[u8]) -> io::Result<usize>
 
 impl AnyActor for Connection {
     fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
-        if !envelope.message.is::<Ready>() {
+        let expire = envelope.message.is::<Expire>();
+        if !expire && !envelope.message.is::<Ready>() {
             return;
         }
+        let phase = self.shared.server.phase();
+        self.wrote = false;
         let flow = SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
-            let flow = self.drive(scratch);
+            // The scratch is shared by every connection on this thread: never
+            // trust what a previous user (or a panic) left in it.
+            scratch.output.clear();
+            let flow = if expire {
+                self.expire(scratch)
+            } else {
+                self.drive(scratch)
+            };
             if !matches!(flow, Ok(Flow::Open)) {
                 self.discard_unread(scratch);
             }
             flow
         });
-        if let Err(e) = &flow {
-            debug!("connection {:?}: {e}", self.token);
-        }
-        if !matches!(flow, Ok(Flow::Open)) && !self.shared.is_stopping() {
-            sender.stop(sender.me());
+        match flow {
+            Ok(Flow::Open) => {
+                let activity = Activity {
+                    mid_request: self.stream.is_mid_request(),
+                    responses: self.stream.responses(),
+                    backed_up: !self.output.is_empty(),
+                    wrote: self.wrote,
+                };
+                let now = self.shared.clock.now_ms();
+                self.timer.update(now, activity, &self.shared.timeouts);
+            }
+            // Once the server is stopping, the poller stops every connection
+            // actor itself and the scheduler may be gone: send nothing more,
+            // as uppercut's senders panic on a closed channel.
+            _ if phase == Phase::Stopping => {}
+            Ok(Flow::Close) => sender.stop(sender.me()),
+            Err(e) => {
+                debug!("connection {:?}: {e}", self.token);
+                sender.stop(sender.me());
+            }
         }
     }
 
@@ -235,7 +300,7 @@ impl AnyActor for Connection {
     // it is gone, so the token can be reused. (In `local` dispatch the poller
     // drops the connection itself and these hooks do not run.)
     fn on_stop(&self, sender: &mut dyn AnySender) {
-        if !self.shared.is_stopping() {
+        if self.shared.server.phase() != Phase::Stopping {
             sender.send(&self.shared.poller, Envelope::of(Closed(self.token)));
         }
     }

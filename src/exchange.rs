@@ -90,6 +90,22 @@ impl RequestStream {
         self.framer.state == State::Closed
     }
 
+    /// Part of a request has arrived (head or body), not all of it.
+    pub fn is_mid_request(&self) -> bool {
+        !self.kept.is_empty() || !matches!(self.framer.state, State::Head | State::Closed)
+    }
+
+    /// Responses written so far.
+    pub fn responses(&self) -> u64 {
+        self.framer.responses
+    }
+
+    /// The request in progress took too long: answer 408 and close.
+    pub fn time_out(&mut self, routes: &Routes, date: &[u8; DATE_LEN], out: &mut BytesMut) {
+        let answer = Answer::fatal(ErrorStatus::RequestTimeout);
+        self.framer.respond(answer, routes, date, out);
+    }
+
     /// Kept input holds requests that wait for the output to drain: call
     /// [`RequestStream::resume`] once it has, before reading more.
     pub fn is_held_back(&self) -> bool {
@@ -130,11 +146,15 @@ impl RequestStream {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Framer {
     state: State,
+    responses: u64,
 }
 
 impl Default for Framer {
     fn default() -> Self {
-        Framer { state: State::Head }
+        Framer {
+            state: State::Head,
+            responses: 0,
+        }
     }
 }
 
@@ -221,6 +241,7 @@ impl Framer {
     ) {
         let response = routes.response(answer.route);
         response.write(out, date, answer.persistence, answer.head_only);
+        self.responses += 1;
         self.state = match answer.persistence {
             Persistence::Close => State::Closed,
             Persistence::KeepAlive | Persistence::KeepAliveHttp10 => State::Head,

@@ -21,6 +21,7 @@ pub mod response;
 pub mod routes;
 pub mod server;
 pub mod slab;
+pub mod timeouts;
 
 pub use config::{Config, Dispatch};
 pub use response::CannedResponse;

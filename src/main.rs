@@ -1,12 +1,17 @@
-//! The `uppercut-mio-server` binary: flags, logging, the standard routes.
+//! The `uppercut-mio-server` binary: flags, logging, the standard routes, and
+//! a graceful shutdown on SIGINT or SIGTERM.
 
 use std::process::ExitCode;
 
+use log::{info, warn};
 use uppercut_mio_server::config::{parse_args, Command, USAGE};
 use uppercut_mio_server::server::raise_open_files_limit;
 use uppercut_mio_server::{Routes, Server};
 
 fn main() -> ExitCode {
+    // Before any thread starts, so that every thread inherits the mask and the
+    // signals wait for `sigwait` below instead of killing the process.
+    let shutdown_signals = block_shutdown_signals();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let config = match parse_args(std::env::args().skip(1)) {
         Ok(Command::Run(config)) => config,
@@ -20,7 +25,7 @@ fn main() -> ExitCode {
         }
     };
     if let Err(e) = raise_open_files_limit() {
-        log::warn!("could not raise the open-files limit: {e}");
+        warn!("could not raise the open-files limit: {e}");
     }
     let server = match Server::start(&config, Routes::standard()) {
         Ok(server) => server,
@@ -35,6 +40,33 @@ fn main() -> ExitCode {
         config.pollers,
         config.dispatch.name()
     );
-    server.join();
+    let signal = wait_for(&shutdown_signals);
+    info!(
+        "signal {signal}: shutting down within {:?}",
+        config.shutdown_timeout
+    );
+    if !server.shutdown(config.shutdown_timeout) {
+        warn!("shutdown timeout: closed the connections still busy");
+    }
     ExitCode::SUCCESS
+}
+
+fn block_shutdown_signals() -> libc::sigset_t {
+    // SAFETY: plain libc calls on a sigset_t owned here.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Blocks until one of the signals in `set` arrives; returns it.
+fn wait_for(set: &libc::sigset_t) -> i32 {
+    let mut signal = 0;
+    // SAFETY: sigwait reads the set and writes the signal number.
+    while unsafe { libc::sigwait(set, &mut signal) } != 0 {}
+    signal
 }

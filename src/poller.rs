@@ -8,13 +8,15 @@
 //! - `system`: each connection is an actor spawned into the uppercut system,
 //!   and every envelope travels through the scheduler.
 //!
-//! A poller never keeps its worker thread for long: it blocks in `poll` with a
-//! bounded timeout, works for at most a time slice, then sends itself a `Tick`
-//! and returns, so the scheduler can run other actors on that worker.
+//! It also sweeps its connections' deadlines once a second, pauses accepting
+//! when the process runs out of descriptors, and drains on shutdown. A poller
+//! never keeps its worker for long: it blocks in `poll` with a bounded timeout,
+//! then sends itself a `Tick` and returns, so other actors can have the worker.
 
 use std::cell::Cell;
-use std::io::ErrorKind;
+use std::io::{self, ErrorKind};
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -24,8 +26,10 @@ use mio::{Events, Interest, Poll, Token};
 use uppercut::api::{Actor, AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
-use crate::connection::{Closed, Connection, Ready, Shared};
+use crate::connection::{Closed, Connection, Expire, Ready, Shared};
+use crate::server::Phase;
 use crate::slab::Slab;
+use crate::timeouts::{is_past, SWEEP_INTERVAL};
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -41,52 +45,71 @@ const POLL_TIMEOUT: Duration = Duration::from_secs(1);
 /// hands the poller back; under load that spin can last a whole time slice.
 /// The system has one worker per poller, so nothing waits for this one.
 const LOCAL_SLICE: Duration = Duration::from_secs(1);
+/// How long accepting pauses when the process is out of descriptors (as nginx
+/// does), instead of failing the same accept in a hot loop.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
 const EVENTS_CAPACITY: usize = 1024;
 
 /// The poller's own message: run the event loop for another slice.
 #[derive(Debug)]
 pub struct Tick;
 
+/// A connection actor in `system` dispatch, as its poller knows it.
+struct SpawnedConnection {
+    address: String,
+    deadline: Arc<AtomicU64>,
+}
+
 pub struct Poller {
     poll: Poll,
     events: Option<Events>,
-    listener: TcpListener,
+    /// None once the server drains.
+    listener: Option<TcpListener>,
     shared: Arc<Shared>,
     dispatch: Dispatch,
     /// `local` dispatch: the connection actors themselves.
     local: Slab<Connection>,
-    /// `system` dispatch: the addresses of the connection actors.
-    system: Slab<String>,
+    /// `system` dispatch: where the connection actors are.
+    system: Slab<SpawnedConnection>,
     /// Numbers `system` connection addresses, so no address is ever reused
     /// while the scheduler may still hold an actor under it.
     spawned: u64,
     /// `system` dispatch: polls in a row that found nothing (drives the backoff).
     idle_polls: u32,
+    next_sweep_ms: u64,
+    /// Accepting resumes at this time, after running out of descriptors.
+    accept_paused_until_ms: Option<u64>,
+    /// Reused by each sweep, so sweeping allocates nothing.
+    expired: Vec<usize>,
 }
 
 impl Poller {
     pub fn new(
         poll: Poll,
-        listener: TcpListener,
+        mut listener: TcpListener,
         shared: Arc<Shared>,
         dispatch: Dispatch,
-    ) -> std::io::Result<Poller> {
-        let mut poller = Poller {
+    ) -> io::Result<Poller> {
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(Poller {
             poll,
             events: Some(Events::with_capacity(EVENTS_CAPACITY)),
-            listener,
+            listener: Some(listener),
             shared,
             dispatch,
             local: Slab::default(),
             system: Slab::default(),
             spawned: 0,
             idle_polls: 0,
-        };
-        poller
-            .poll
-            .registry()
-            .register(&mut poller.listener, LISTENER, Interest::READABLE)?;
-        Ok(poller)
+            next_sweep_ms: 0,
+            accept_paused_until_ms: None,
+            expired: Vec::new(),
+        })
+    }
+
+    fn connection_count(&self) -> usize {
+        self.local.len() + self.system.len()
     }
 
     /// Polls once and handles what it finds; false when nothing was ready.
@@ -95,39 +118,67 @@ impl Poller {
             .events
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
+        let timeout = match self.accept_paused_until_ms {
+            Some(until) => timeout.min(Duration::from_millis(
+                until.saturating_sub(self.shared.clock.now_ms()),
+            )),
+            None => timeout,
+        };
         if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
             if e.kind() != ErrorKind::Interrupted {
                 warn!("poll failed: {e}");
             }
         }
+        let now_ms = self.shared.clock.refresh();
         self.shared.date.refresh(SystemTime::now());
         let found = !events.is_empty();
         for event in events.iter() {
             match event.token() {
                 LISTENER => self.accept(sender),
                 WAKER => {}
-                Token(key) => self.deliver(key, sender),
+                Token(key) => self.deliver(key, Envelope::of(Ready), sender),
             }
         }
         self.events = Some(events);
+        if self
+            .accept_paused_until_ms
+            .is_some_and(|until| now_ms >= until)
+        {
+            self.accept_paused_until_ms = None;
+            self.accept(sender);
+        }
+        if now_ms >= self.next_sweep_ms {
+            self.next_sweep_ms = now_ms + SWEEP_INTERVAL.as_millis() as u64;
+            self.sweep(now_ms, sender);
+        }
         found
     }
 
     fn accept(&mut self, sender: &mut dyn AnySender) {
-        loop {
-            match self.listener.accept() {
+        while self.accept_paused_until_ms.is_none() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
                 Ok((socket, _)) => self.adopt(socket, sender),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    warn!("accept failed: {e}");
-                    return;
+                Err(e) if is_out_of_resources(&e) => {
+                    warn!("accept: {e}; pausing accepts for {ACCEPT_BACKOFF:?}");
+                    let resume = self.shared.clock.now_ms() + ACCEPT_BACKOFF.as_millis() as u64;
+                    self.accept_paused_until_ms = Some(resume);
                 }
+                // The client gave up before we accepted (ECONNABORTED and the like).
+                Err(e) => debug!("accept: {e}"),
             }
         }
     }
 
     fn adopt(&mut self, mut socket: TcpStream, sender: &mut dyn AnySender) {
+        // Past the limit the connection is closed at once: dropped here.
+        if !self.shared.server.admit() {
+            return;
+        }
         if let Err(e) = socket.set_nodelay(true) {
             debug!("set_nodelay: {e}");
         }
@@ -142,6 +193,7 @@ impl Poller {
             .register(&mut socket, token, Interest::READABLE)
         {
             warn!("register failed: {e}");
+            self.shared.server.release(1);
             return;
         }
         let connection = Connection::new(socket, token, Arc::clone(&self.shared));
@@ -152,39 +204,82 @@ impl Poller {
             Dispatch::System => {
                 self.spawned += 1;
                 let address = format!("{}/{}", self.shared.poller, self.spawned);
+                let deadline = connection.deadline();
                 let actor: Box<dyn FnOnce() -> Actor> = Box::new(move || Box::new(connection));
                 sender.spawn(&address, actor);
-                self.system.insert(address);
+                self.system.insert(SpawnedConnection { address, deadline });
             }
         }
     }
 
-    fn deliver(&mut self, key: usize, sender: &mut dyn AnySender) {
+    fn deliver(&mut self, key: usize, envelope: Envelope, sender: &mut dyn AnySender) {
         match self.dispatch {
             Dispatch::Local => {
                 let Some(connection) = self.local.get_mut(key) else {
                     return;
                 };
-                if !deliver_locally(connection, sender) {
+                if !deliver_locally(connection, envelope, sender) {
                     // Dropping the connection closes its socket, which also
                     // removes it from the poll set.
                     self.local.remove(key);
+                    self.shared.server.release(1);
                 }
             }
             Dispatch::System => {
-                if let Some(address) = self.system.get(key) {
-                    sender.send(address, Envelope::of(Ready));
+                if let Some(connection) = self.system.get(key) {
+                    sender.send(&connection.address, envelope);
                 }
             }
         }
     }
 
-    /// `local`: run the loop until idle or the slice is used up.
+    /// Wakes every connection whose deadline has passed: it decides itself
+    /// whether it timed out, as it may have moved on since it published it.
+    fn sweep(&mut self, now_ms: u64, sender: &mut dyn AnySender) {
+        self.expired.clear();
+        let local = self
+            .local
+            .iter()
+            .filter(|(_, c)| c.is_past_deadline(now_ms));
+        self.expired.extend(local.map(|(key, _)| key));
+        let system = self
+            .system
+            .iter()
+            .filter(|(_, c)| is_past(&c.deadline, now_ms));
+        self.expired.extend(system.map(|(key, _)| key));
+        for index in 0..self.expired.len() {
+            let key = self.expired[index];
+            self.deliver(key, Envelope::of(Expire), sender);
+        }
+    }
+
+    /// Stops accepting and wakes every connection, which closes once it has
+    /// no request in progress (the phase tells it).
+    fn begin_drain(&mut self, sender: &mut dyn AnySender) {
+        let Some(mut listener) = self.listener.take() else {
+            return;
+        };
+        if let Err(e) = self.poll.registry().deregister(&mut listener) {
+            debug!("deregister listener: {e}");
+        }
+        drop(listener);
+        let keys: Vec<usize> = match self.dispatch {
+            Dispatch::Local => self.local.iter().map(|(key, _)| key).collect(),
+            Dispatch::System => self.system.iter().map(|(key, _)| key).collect(),
+        };
+        for key in keys {
+            self.deliver(key, Envelope::of(Ready), sender);
+        }
+    }
+
+    /// `local`: run the loop until idle, the slice is used up, or the phase changes.
     fn run_local(&mut self, sender: &mut dyn AnySender) {
         let slice_end = Instant::now() + LOCAL_SLICE;
+        let phase = self.shared.server.phase();
         while self.poll_once(POLL_TIMEOUT, sender)
             && Instant::now() < slice_end
-            && !self.shared.is_stopping()
+            && self.shared.server.phase() == phase
+            && !(phase == Phase::Draining && self.local.is_empty())
         {}
     }
 
@@ -204,9 +299,10 @@ impl Poller {
 
     /// Closes every connection and stops this actor.
     fn stop(&mut self, sender: &mut dyn AnySender) {
+        self.shared.server.release(self.connection_count());
         drop(self.local.drain());
-        for address in self.system.drain() {
-            sender.stop(&address);
+        for connection in self.system.drain() {
+            sender.stop(&connection.address);
         }
         sender.stop(sender.me());
     }
@@ -215,14 +311,23 @@ impl Poller {
 impl AnyActor for Poller {
     fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
         if let Some(Closed(token)) = envelope.message.downcast_ref::<Closed>() {
-            self.system.remove(token.0);
+            if self.system.remove(token.0).is_some() {
+                self.shared.server.release(1);
+            }
             return;
         }
         if !envelope.message.is::<Tick>() {
             return;
         }
-        if self.shared.is_stopping() {
-            return self.stop(sender);
+        match self.shared.server.phase() {
+            Phase::Running => {}
+            Phase::Draining => {
+                self.begin_drain(sender);
+                if self.connection_count() == 0 {
+                    return self.stop(sender);
+                }
+            }
+            Phase::Stopping => return self.stop(sender),
         }
         match self.dispatch {
             Dispatch::Local => self.run_local(sender),
@@ -232,16 +337,29 @@ impl AnyActor for Poller {
     }
 }
 
-/// Hands one readiness envelope to a connection the poller owns; false when
-/// the connection is done (it stopped itself, or it panicked: a panic closes
-/// that connection only).
-fn deliver_locally(connection: &mut Connection, sender: &mut dyn AnySender) -> bool {
+/// Errors that mean the process or system is out of descriptors or memory:
+/// accepting again at once would fail again.
+fn is_out_of_resources(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// Hands one envelope to a connection the poller owns; false when the
+/// connection is done (it stopped itself, or it panicked: a panic closes that
+/// connection only).
+fn deliver_locally(
+    connection: &mut Connection,
+    envelope: Envelope,
+    sender: &mut dyn AnySender,
+) -> bool {
     let mut local = LocalSender {
         outer: sender,
         stopped: Cell::new(false),
     };
     let delivered = panic::catch_unwind(AssertUnwindSafe(|| {
-        connection.receive(Envelope::of(Ready), &mut local);
+        connection.receive(envelope, &mut local);
     }));
     delivered.is_ok() && !local.stopped.get()
 }

@@ -86,6 +86,7 @@ pub enum ErrorStatus {
     BadRequest,
     NotFound,
     MethodNotAllowed,
+    RequestTimeout,
     PayloadTooLarge,
     UriTooLong,
     HeaderFieldsTooLarge,
@@ -93,10 +94,11 @@ pub enum ErrorStatus {
 }
 
 impl ErrorStatus {
-    pub const ALL: [ErrorStatus; 7] = [
+    pub const ALL: [ErrorStatus; 8] = [
         ErrorStatus::BadRequest,
         ErrorStatus::NotFound,
         ErrorStatus::MethodNotAllowed,
+        ErrorStatus::RequestTimeout,
         ErrorStatus::PayloadTooLarge,
         ErrorStatus::UriTooLong,
         ErrorStatus::HeaderFieldsTooLarge,
@@ -108,6 +110,7 @@ impl ErrorStatus {
             ErrorStatus::BadRequest => 400,
             ErrorStatus::NotFound => 404,
             ErrorStatus::MethodNotAllowed => 405,
+            ErrorStatus::RequestTimeout => 408,
             ErrorStatus::PayloadTooLarge => 413,
             ErrorStatus::UriTooLong => 414,
             ErrorStatus::HeaderFieldsTooLarge => 431,
@@ -120,6 +123,7 @@ impl ErrorStatus {
             ErrorStatus::BadRequest => "Bad Request",
             ErrorStatus::NotFound => "Not Found",
             ErrorStatus::MethodNotAllowed => "Method Not Allowed",
+            ErrorStatus::RequestTimeout => "Request Timeout",
             ErrorStatus::PayloadTooLarge => "Payload Too Large",
             ErrorStatus::UriTooLong => "URI Too Long",
             ErrorStatus::HeaderFieldsTooLarge => "Request Header Fields Too Large",

@@ -19,6 +19,8 @@ pub struct Routes {
     by_path: HashMap<Box<[u8]>, usize>,
     responses: Vec<CannedResponse>,
     errors: Vec<CannedResponse>,
+    #[cfg(feature = "fault-injection")]
+    panic_path: Option<Box<[u8]>>,
 }
 
 impl Default for Routes {
@@ -37,7 +39,17 @@ impl Routes {
                 .iter()
                 .map(|status| status.canned())
                 .collect(),
+            #[cfg(feature = "fault-injection")]
+            panic_path: None,
         }
+    }
+
+    /// Test builds only: a request for `path` panics inside the connection
+    /// actor, to show that a panic closes that connection and no other.
+    #[cfg(feature = "fault-injection")]
+    pub fn panic_at(mut self, path: &str) -> Routes {
+        self.panic_path = Some(path.as_bytes().into());
+        self
     }
 
     /// Serves `response` to GET and HEAD at exactly `path` (no query).
@@ -85,6 +97,10 @@ impl Routes {
     }
 
     pub fn answer(&self, method: Method, path: &[u8]) -> RouteAnswer {
+        #[cfg(feature = "fault-injection")]
+        if self.panic_path.as_deref() == Some(path) {
+            panic!("fault injection: a request for a panicking route");
+        }
         match (self.by_path.get(path), method) {
             (None, _) => Err(ErrorStatus::NotFound),
             (Some(_), Method::Other) => Err(ErrorStatus::MethodNotAllowed),

@@ -10,7 +10,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime};
@@ -28,16 +28,74 @@ use crate::connection::Shared;
 use crate::date::DateCache;
 use crate::poller::{Poller, Tick, WAKER};
 use crate::routes::Routes;
+use crate::timeouts::CoarseClock;
 use uppercut::api::Envelope;
 
 const LISTEN_BACKLOG: i32 = 4096;
 
-/// A running server. Dropping it stops it.
+/// Where the server is in its life; every poller and connection reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    /// Not accepting; connections finish the requests they have, then close.
+    Draining,
+    /// Everything closes now; the actor system is ending.
+    Stopping,
+}
+
+/// What all pollers share: the phase and the count of open connections.
+pub struct ServerState {
+    phase: AtomicU8,
+    open_connections: AtomicUsize,
+    max_connections: usize,
+}
+
+impl ServerState {
+    fn new(max_connections: usize) -> ServerState {
+        ServerState {
+            phase: AtomicU8::new(Phase::Running as u8),
+            open_connections: AtomicUsize::new(0),
+            max_connections,
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Relaxed) {
+            0 => Phase::Running,
+            1 => Phase::Draining,
+            _ => Phase::Stopping,
+        }
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.phase.fetch_max(phase as u8, Ordering::Relaxed);
+    }
+
+    /// Counts a new connection in, unless the server is full.
+    pub fn admit(&self) -> bool {
+        let open = self.open_connections.fetch_add(1, Ordering::Relaxed);
+        if open >= self.max_connections {
+            self.release(1);
+            return false;
+        }
+        true
+    }
+
+    pub fn release(&self, connections: usize) {
+        self.open_connections
+            .fetch_sub(connections, Ordering::Relaxed);
+    }
+}
+
+/// A running server. Dropping it stops it at once; `shutdown` lets the
+/// requests in flight finish first.
 pub struct Server {
     local_addr: SocketAddr,
-    stopping: Arc<AtomicBool>,
+    state: Arc<ServerState>,
     wakers: Vec<Waker>,
     system: Option<JoinHandle<()>>,
+    /// Disconnects when the actor system has ended.
+    ended: mpsc::Receiver<()>,
 }
 
 impl Server {
@@ -55,7 +113,7 @@ impl Server {
         }
 
         let routes = Arc::new(routes);
-        let stopping = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(ServerState::new(config.max_connections));
         let mut wakers = Vec::with_capacity(pollers);
         let mut actors = Vec::with_capacity(pollers);
         for (index, listener) in listeners.into_iter().enumerate() {
@@ -64,24 +122,31 @@ impl Server {
             let shared = Arc::new(Shared {
                 routes: Arc::clone(&routes),
                 date: DateCache::new(SystemTime::now()),
+                clock: CoarseClock::new(),
+                timeouts: config.timeouts,
                 registry: poll.registry().try_clone()?,
                 poller: format!("poller-{index}"),
-                stopping: Arc::clone(&stopping),
+                server: Arc::clone(&state),
             });
             let poller = Poller::new(poll, listener, shared, config.dispatch)?;
             actors.push(poller);
         }
 
         let (started_tx, started_rx) = mpsc::sync_channel(1);
+        let (ended_tx, ended) = mpsc::channel();
         let system = thread::Builder::new()
             .name("uppercut-system".into())
-            .spawn(move || run_system(actors, started_tx))?;
+            .spawn(move || {
+                run_system(actors, started_tx);
+                drop(ended_tx);
+            })?;
         match started_rx.recv() {
             Ok(Ok(())) => Ok(Server {
                 local_addr,
-                stopping,
+                state,
                 wakers,
                 system: Some(system),
+                ended,
             }),
             Ok(Err(message)) => Err(io::Error::other(message)),
             Err(_) => Err(io::Error::other(
@@ -101,20 +166,37 @@ impl Server {
         }
     }
 
-    /// Stops accepting, closes every connection, and waits for the system to end.
+    /// Stops accepting at once, lets every connection finish the request it
+    /// is in (its response then closes it) and closes idle ones; after
+    /// `grace`, closes whatever is left. True when everything finished in time.
+    pub fn shutdown(mut self, grace: Duration) -> bool {
+        self.enter(Phase::Draining);
+        let timed_out = matches!(
+            self.ended.recv_timeout(grace),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        );
+        self.stop_and_join();
+        !timed_out
+    }
+
+    /// Closes every connection now and waits for the system to end.
     pub fn stop(mut self) {
         self.stop_and_join();
     }
 
     fn stop_and_join(&mut self) {
-        self.stopping.store(true, Ordering::Relaxed);
+        self.enter(Phase::Stopping);
+        if let Some(system) = self.system.take() {
+            let _ = system.join();
+        }
+    }
+
+    fn enter(&self, phase: Phase) {
+        self.state.set_phase(phase);
         for waker in &self.wakers {
             if let Err(e) = waker.wake() {
                 error!("waking a poller: {e}");
             }
-        }
-        if let Some(system) = self.system.take() {
-            let _ = system.join();
         }
     }
 }

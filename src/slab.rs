@@ -85,6 +85,17 @@ impl<T> Slab<T> {
         }
     }
 
+    /// Every value with its key.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(key, slot)| match slot {
+                Slot::Occupied(value) => Some((key, value)),
+                Slot::Vacant(_) => None,
+            })
+    }
+
     /// Removes and returns every value.
     pub fn drain(&mut self) -> impl Iterator<Item = T> {
         self.first_free = usize::MAX;
@@ -115,6 +126,8 @@ mod tests {
         assert_eq!(slab.insert('d'), 1);
         assert_eq!(slab.get_mut(1), Some(&mut 'd'));
         assert_eq!(slab.len(), 3);
+        let keys: Vec<usize> = slab.iter().map(|(key, _)| key).collect();
+        assert_eq!(keys, [0, 1, 2]);
         assert_eq!(slab.drain().collect::<String>(), "adc");
         assert!(slab.is_empty());
     }

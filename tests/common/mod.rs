@@ -13,17 +13,22 @@ use uppercut_mio_server::{Config, Dispatch, Routes, Server};
 /// A safety net so that a server bug fails a test instead of hanging it.
 const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
-pub fn start(dispatch: Dispatch) -> Server {
-    start_with(dispatch, Routes::standard())
-}
-
-pub fn start_with(dispatch: Dispatch, routes: Routes) -> Server {
-    let config = Config {
+/// Two pollers on a free loopback port, the rest as the binary's defaults.
+pub fn config(dispatch: Dispatch) -> Config {
+    Config {
         bind: "127.0.0.1:0".parse().unwrap(),
         pollers: 2,
         dispatch,
-    };
-    Server::start(&config, routes).expect("server starts")
+        ..Config::default()
+    }
+}
+
+pub fn start(dispatch: Dispatch) -> Server {
+    start_with(&config(dispatch), Routes::standard())
+}
+
+pub fn start_with(config: &Config, routes: Routes) -> Server {
+    Server::start(config, routes).expect("server starts")
 }
 
 pub struct Client {
@@ -105,6 +110,41 @@ impl Client {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => panic!("read failed: {e}"),
             }
+        }
+    }
+}
+
+/// Waits until the peer has closed or reset the connection, without reading
+/// what it sent (POLLRDHUP reports the close even with data still queued).
+pub fn wait_until_peer_closes(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
+    while std::time::Instant::now() < deadline {
+        let mut poll_fd = libc::pollfd {
+            fd: stream.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let ready = unsafe { libc::poll(&mut poll_fd, 1, 100) };
+        if ready > 0 && poll_fd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            return;
+        }
+    }
+    panic!("the server did not close the connection within {IO_TIMEOUT:?}");
+}
+
+/// Reads until EOF or a reset; returns what arrived.
+pub fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return received,
+            Ok(len) => received.extend_from_slice(&chunk[..len]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return received,
+            Err(e) => panic!("read failed: {e}"),
         }
     }
 }
