@@ -15,6 +15,7 @@ pub mod config;
 pub mod connection;
 pub mod date;
 pub mod exchange;
+pub mod local_dispatch;
 pub mod poller;
 pub mod request;
 pub mod response;

@@ -13,9 +13,7 @@
 //! never keeps its worker for long: it blocks in `poll` with a bounded timeout,
 //! then sends itself a `Tick` and returns, so other actors can have the worker.
 
-use std::cell::Cell;
 use std::io::{self, ErrorKind};
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -27,6 +25,7 @@ use uppercut::api::{Actor, AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
 use crate::connection::{Closed, Connection, Expire, Ready, Shared};
+use crate::local_dispatch::deliver_locally;
 use crate::server::Phase;
 use crate::slab::Slab;
 use crate::timeouts::{is_past, SWEEP_INTERVAL};
@@ -344,68 +343,4 @@ fn is_out_of_resources(error: &io::Error) -> bool {
         error.raw_os_error(),
         Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
     )
-}
-
-/// Hands one envelope to a connection the poller owns; false when the
-/// connection is done (it stopped itself, or it panicked: a panic closes that
-/// connection only).
-fn deliver_locally(
-    connection: &mut Connection,
-    envelope: Envelope,
-    sender: &mut dyn AnySender,
-) -> bool {
-    let mut local = LocalSender {
-        outer: sender,
-        stopped: Cell::new(false),
-    };
-    let delivered = panic::catch_unwind(AssertUnwindSafe(|| {
-        connection.receive(envelope, &mut local);
-    }));
-    delivered.is_ok() && !local.stopped.get()
-}
-
-/// The `AnySender` a `local` poller gives its connections. A connection
-/// stopping itself (`stop(me)`) is noted here instead of going to the
-/// scheduler; everything else passes through to the poller's own sender.
-struct LocalSender<'a> {
-    outer: &'a mut dyn AnySender,
-    stopped: Cell<bool>,
-}
-
-impl AnySender for LocalSender<'_> {
-    fn me(&self) -> &str {
-        self.outer.me()
-    }
-
-    fn send(&self, address: &str, envelope: Envelope) {
-        self.outer.send(address, envelope);
-    }
-
-    fn spawn(&self, address: &str, f: Box<dyn FnOnce() -> Actor>) {
-        self.outer.spawn(address, f);
-    }
-
-    fn delay(&self, address: &str, envelope: Envelope, duration: Duration) {
-        self.outer.delay(address, envelope, duration);
-    }
-
-    fn stop(&self, address: &str) {
-        if address == self.outer.me() {
-            self.stopped.set(true);
-        } else {
-            self.outer.stop(address);
-        }
-    }
-
-    fn log(&mut self, message: &str) {
-        self.outer.log(message);
-    }
-
-    fn metric(&mut self, name: &str, value: f64) {
-        self.outer.metric(name, value);
-    }
-
-    fn now(&self) -> SystemTime {
-        self.outer.now()
-    }
 }
