@@ -14,6 +14,7 @@ pub mod chunked;
 pub mod config;
 pub mod connection;
 pub mod date;
+pub mod etag;
 pub mod exchange;
 pub mod poller;
 pub mod request;
