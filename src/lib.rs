@@ -16,6 +16,7 @@ pub mod connection;
 pub mod date;
 pub mod etag;
 pub mod exchange;
+pub mod percent;
 pub mod poller;
 pub mod request;
 pub mod response;
