@@ -23,8 +23,10 @@ pub mod response;
 pub mod routes;
 pub mod server;
 pub mod slab;
+pub mod static_files;
 
 pub use config::{Config, Dispatch};
 pub use response::CannedResponse;
 pub use routes::Routes;
 pub use server::Server;
+pub use static_files::{StaticFilesError, StaticLimits};
