@@ -22,6 +22,7 @@ pub fn start_with(dispatch: Dispatch, routes: Routes) -> Server {
         bind: "127.0.0.1:0".parse().unwrap(),
         pollers: 2,
         dispatch,
+        ..Config::default()
     };
     Server::start(&config, routes).expect("server starts")
 }
