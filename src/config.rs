@@ -1,13 +1,18 @@
 //! Command-line configuration: the flags, their defaults, and the usage text.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
+
+use crate::static_files::StaticLimits;
 
 pub const USAGE: &str = "\
 usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|system]
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
-                           [--max-connections N] [--shutdown-timeout T] [--help]
+                           [--max-connections N] [--shutdown-timeout T]
+                           [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]]
+                           [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000)
   --pollers N               event loops, each with its own SO_REUSEPORT listener
@@ -24,6 +29,13 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
                             (default 100000)
   --shutdown-timeout T      on SIGINT or SIGTERM, finish in-flight requests for at
                             most T, then exit (default 10s)
+  --static-dir DIR          also serve every file under DIR, loaded once at start,
+                            at its path under DIR; DIR/index.html also at /
+  --static-max-file SIZE    refuse to start if a file under DIR is larger
+                            (default 16M)
+  --static-max-total SIZE   refuse to start if the files under DIR add up to more
+                            (default 256M)
+                            SIZE: bytes, or with a K, M or G suffix (KiB, MiB, GiB)
   --help                    print this help
 
 Durations are a number with ms, s or m: 500ms, 10s, 2m.
@@ -75,6 +87,9 @@ pub struct Config {
     pub timeouts: Timeouts,
     pub max_connections: usize,
     pub shutdown_timeout: Duration,
+    /// The directory whose files are served too, if any.
+    pub static_dir: Option<PathBuf>,
+    pub static_limits: StaticLimits,
 }
 
 impl Default for Config {
@@ -86,6 +101,8 @@ impl Default for Config {
             timeouts: Timeouts::default(),
             max_connections: 100_000,
             shutdown_timeout: Duration::from_secs(10),
+            static_dir: None,
+            static_limits: StaticLimits::default(),
         }
     }
 }
@@ -149,6 +166,9 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
                     other => return Err(format!("--dispatch: not local or system: {other}")),
                 };
             }
+            "--static-dir" => config.static_dir = Some(PathBuf::from(value()?)),
+            "--static-max-file" => config.static_limits.max_file = parse_size(&flag, &value()?)?,
+            "--static-max-total" => config.static_limits.max_total = parse_size(&flag, &value()?)?,
             _ => return Err(format!("unknown argument: {flag}")),
         }
     }
@@ -169,6 +189,27 @@ fn duration(flag: &str, value: &str) -> Result<Duration, String> {
             "{flag}: not a duration like 500ms, 10s or 2m: {value}"
         )),
     }
+}
+
+/// A size in bytes: digits, then optionally a binary unit (`K`, `KiB`, `M`,
+/// `MiB`, `G`, `GiB`, in any case).
+fn parse_size(flag: &str, value: &str) -> Result<u64, String> {
+    let digits_end = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
+    let (digits, unit) = value.split_at(digits_end);
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return Err(format!("{flag}: not a size (bytes, K, M or G): {value}")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|count| count.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{flag}: not a size (bytes, K, M or G): {value}"))
 }
 
 #[cfg(test)]
@@ -225,11 +266,56 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_static_flags() {
+        let expected = Config {
+            static_dir: Some(PathBuf::from("/srv/www")),
+            static_limits: StaticLimits {
+                max_file: 1536 * 1024,
+                max_total: 2 << 30,
+            },
+            ..Config::default()
+        };
+        let args = [
+            "--static-dir",
+            "/srv/www",
+            "--static-max-file=1536K",
+            "--static-max-total",
+            "2GiB",
+        ];
+        assert_eq!(parse(&args), Ok(Command::Run(expected)));
+        let defaults = parse(&["--static-dir=www"]);
+        let Ok(Command::Run(config)) = defaults else {
+            panic!("{defaults:?}");
+        };
+        assert_eq!(config.static_limits.max_file, 16 * 1024 * 1024);
+        assert_eq!(config.static_limits.max_total, 256 * 1024 * 1024);
+    }
+
+    #[test]
+    fn reads_sizes_with_binary_units() {
+        for (value, bytes) in [
+            ("1048576", 1 << 20),
+            ("0", 0),
+            ("16M", 16 << 20),
+            ("256MiB", 256 << 20),
+            ("3k", 3 << 10),
+            ("1gib", 1 << 30),
+        ] {
+            assert_eq!(parse_size("--size", value), Ok(bytes), "{value}");
+        }
+        for value in ["", "M", "-1", "1.5M", "16 M", "16MB", "2T", "99999999999G"] {
+            assert!(parse_size("--size", value).is_err(), "{value:?}");
+        }
+    }
+
+    #[test]
     fn refuses_bad_flags() {
         for args in [
             &["--bind", "nowhere"][..],
             &["--pollers", "0"],
             &["--dispatch", "remote"],
+            &["--static-max-file", "12X"],
+            &["--static-max-total"],
             &["--pollers"],
             &["--verbose"],
             &["--header-timeout", "10"],

@@ -26,7 +26,7 @@ struct Answer {
 
 impl Answer {
     fn for_head(routes: &Routes, head: &RequestHead) -> Answer {
-        let route = routes.answer(head.method, head.path);
+        let route = routes.answer(head);
         let keeps = route.is_ok() || route.is_err_and(ErrorStatus::keeps_connection);
         let persistence = match (head.keep_alive && keeps, head.http10) {
             (false, _) => Persistence::Close,

@@ -1,5 +1,5 @@
-//! The `uppercut-mio-server` binary: flags, logging, the standard routes, and
-//! a graceful shutdown on SIGINT or SIGTERM.
+//! The `uppercut-mio-server` binary: flags, logging, the standard routes and
+//! any static directory, and a graceful shutdown on SIGINT or SIGTERM.
 
 use std::process::ExitCode;
 
@@ -27,7 +27,17 @@ fn main() -> ExitCode {
     if let Err(e) = raise_open_files_limit() {
         warn!("could not raise the open-files limit: {e}");
     }
-    let server = match Server::start(&config, Routes::standard()) {
+    let mut routes = Routes::standard();
+    if let Some(dir) = &config.static_dir {
+        routes = match routes.with_static_dir(dir, config.static_limits) {
+            Ok(routes) => routes,
+            Err(e) => {
+                eprintln!("uppercut-mio-server: --static-dir {}: {e}", dir.display());
+                return ExitCode::FAILURE;
+            }
+        };
+    }
+    let server = match Server::start(&config, routes) {
         Ok(server) => server,
         Err(e) => {
             eprintln!("uppercut-mio-server: cannot listen on {}: {e}", config.bind);

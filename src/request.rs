@@ -40,6 +40,10 @@ pub struct RequestHead<'b> {
     pub body: BodyFraming,
     /// `Expect: 100-continue`: the client waits for an interim response before the body.
     pub expect_continue: bool,
+    /// The first `If-None-Match` value, trimmed. A second header line is
+    /// ignored rather than joined (which would allocate): a tag it lists
+    /// can only turn a 200 into a 304, so ignoring it is always safe.
+    pub if_none_match: Option<&'b [u8]>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -87,6 +91,7 @@ pub fn parse_head(buf: &[u8]) -> ParsedHead<'_> {
                 keep_alive: fields.keep_alive,
                 body: fields.body,
                 expect_continue: fields.expect_continue,
+                if_none_match: fields.if_none_match,
             },
             head_len,
         ),
@@ -103,19 +108,24 @@ fn oversized_head(buf: &[u8]) -> ErrorStatus {
     }
 }
 
-struct HeaderFields {
+struct HeaderFields<'b> {
     keep_alive: bool,
     body: BodyFraming,
     expect_continue: bool,
+    if_none_match: Option<&'b [u8]>,
 }
 
-fn read_headers(headers: &[httparse::Header], http10: bool) -> Result<HeaderFields, ErrorStatus> {
+fn read_headers<'b>(
+    headers: &[httparse::Header<'b>],
+    http10: bool,
+) -> Result<HeaderFields<'b>, ErrorStatus> {
     let mut hosts = 0;
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = TransferCoding::Absent;
     let mut connection_close = false;
     let mut connection_keep_alive = false;
     let mut expect_continue = false;
+    let mut if_none_match = None;
 
     for header in headers {
         let name = header.name;
@@ -139,6 +149,8 @@ fn read_headers(headers: &[httparse::Header], http10: bool) -> Result<HeaderFiel
             }
         } else if name.eq_ignore_ascii_case("expect") {
             expect_continue = value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case("if-none-match") {
+            if_none_match = if_none_match.or(Some(value));
         }
     }
 
@@ -162,6 +174,7 @@ fn read_headers(headers: &[httparse::Header], http10: bool) -> Result<HeaderFiel
         keep_alive,
         body,
         expect_continue: expect_continue && body != BodyFraming::Empty,
+        if_none_match,
     })
 }
 
@@ -262,6 +275,17 @@ mod tests {
         let expect =
             head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n");
         assert!(expect.expect_continue);
+    }
+
+    #[test]
+    fn keeps_the_first_if_none_match() {
+        let conditional =
+            head("GET / HTTP/1.1\r\nHost: a\r\nIf-None-Match:  \"1\", \"2\" \r\nif-none-match: *\r\n\r\n");
+        assert_eq!(conditional.if_none_match, Some(&b"\"1\", \"2\""[..]));
+        assert_eq!(
+            head("GET / HTTP/1.1\r\nHost: a\r\n\r\n").if_none_match,
+            None
+        );
     }
 
     #[test]

@@ -45,13 +45,35 @@ pub struct CannedResponse {
 impl CannedResponse {
     /// Builds a response; `Server`, `Content-Length` and `Date` are added here.
     pub fn new(status: u16, reason: &str, headers: &[(&str, &str)], body: Bytes) -> Self {
+        let length = body.len().to_string();
+        let mut headers = headers.to_vec();
+        headers.push(("Content-Length", &length));
+        CannedResponse::with_exact_headers(status, reason, &headers, body)
+    }
+
+    /// A 304 Not Modified with these headers besides `Server` and `Date`.
+    /// It has no body, and no `Content-Length` either: RFC 9110 §15.4.5 asks
+    /// a 304 to leave out representation metadata that does not help a cache
+    /// update its copy, and a length on a bodiless response is one more thing
+    /// for a client or intermediary to misread as framing.
+    pub fn not_modified(headers: &[(&str, &str)]) -> Self {
+        CannedResponse::with_exact_headers(304, "Not Modified", headers, Bytes::new())
+    }
+
+    /// The response with `Server`, then `headers`, then `Date`, and nothing else.
+    fn with_exact_headers(
+        status: u16,
+        reason: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Self {
         let mut head = BytesMut::with_capacity(256);
         head.put_slice(format!("HTTP/1.1 {status} {reason}\r\n").as_bytes());
         head.put_slice(format!("Server: {SERVER_NAME}\r\n").as_bytes());
         for (name, value) in headers {
             head.put_slice(format!("{name}: {value}\r\n").as_bytes());
         }
-        head.put_slice(format!("Content-Length: {}\r\nDate: ", body.len()).as_bytes());
+        head.put_slice(b"Date: ");
         CannedResponse {
             head: head.freeze(),
             body,
@@ -163,6 +185,22 @@ mod tests {
             Content-Length: 2\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\nhi\
             HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: text/plain\r\n\
             Content-Length: 2\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: keep-alive\r\n\r\n";
+        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
+    }
+
+    #[test]
+    fn not_modified_has_neither_body_nor_length() {
+        let response = CannedResponse::not_modified(&[("ETag", "\"1\"")]);
+        let mut out = BytesMut::new();
+        response.write(
+            &mut out,
+            b"Sun, 06 Nov 1994 08:49:37 GMT",
+            Persistence::KeepAlive,
+            false,
+        );
+        let expected =
+            "HTTP/1.1 304 Not Modified\r\nServer: uppercut-mio-server\r\nETag: \"1\"\r\n\
+            Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n";
         assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
     }
 }

@@ -1,26 +1,55 @@
 //! The route table: exact request paths to canned responses, built once at
 //! start and shared by every connection, plus the canned error responses.
+//! Paths are looked up percent-decoded; a route with an entity tag answers a
+//! matching `If-None-Match` with its canned 304.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::request::Method;
+use crate::etag;
+use crate::percent::decode_path;
+use crate::request::{Method, RequestHead, MAX_HEAD_LEN};
 use crate::response::{CannedResponse, ErrorStatus};
+use crate::static_files::{self, StaticFilesError, StaticLimits};
 
 /// The 20-user list served at `/v1/user`.
 pub const V1_USER_JSON: &[u8] = include_bytes!("../fixtures/v1-user.json");
 
-/// Which response answers a request: a route, or an error status.
-pub type RouteAnswer = Result<usize, ErrorStatus>;
+/// Which response answers a request: a route's, or an error status.
+pub type RouteAnswer = Result<Reply, ErrorStatus>;
+
+/// A route's response to a request, by the route's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    Full(usize),
+    /// The client's `If-None-Match` matched the route's entity tag.
+    NotModified(usize),
+}
 
 #[derive(Debug, Clone)]
 pub struct Routes {
     by_path: HashMap<Box<[u8]>, usize>,
-    responses: Vec<CannedResponse>,
+    routes: Vec<Route>,
     errors: Vec<CannedResponse>,
     #[cfg(feature = "fault-injection")]
     panic_path: Option<Box<[u8]>>,
+}
+
+/// A route's responses.
+#[derive(Debug, Clone)]
+struct Route {
+    response: CannedResponse,
+    revalidation: Option<Revalidation>,
+}
+
+/// How a route with an entity tag answers a conditional request.
+#[derive(Debug, Clone)]
+pub(crate) struct Revalidation {
+    /// The strong entity tag of the route's response, with its quotes.
+    pub etag: Box<[u8]>,
+    pub not_modified: CannedResponse,
 }
 
 impl Default for Routes {
@@ -34,7 +63,7 @@ impl Routes {
     pub fn new() -> Routes {
         Routes {
             by_path: HashMap::new(),
-            responses: Vec::new(),
+            routes: Vec::new(),
             errors: ErrorStatus::ALL
                 .iter()
                 .map(|status| status.canned())
@@ -52,18 +81,46 @@ impl Routes {
         self
     }
 
-    /// Serves `response` to GET and HEAD at exactly `path` (no query).
-    /// A later route for the same path replaces the earlier one.
+    /// Serves `response` to GET and HEAD at exactly `path` (no query), which
+    /// a request may spell percent-encoded. A later route for the same path
+    /// replaces the earlier one.
     pub fn route(mut self, path: &str, response: CannedResponse) -> Routes {
-        match self.by_path.get(path.as_bytes()) {
-            Some(&index) => self.responses[index] = response,
-            None => {
-                self.by_path
-                    .insert(path.as_bytes().into(), self.responses.len());
-                self.responses.push(response);
+        let route = Route {
+            response,
+            revalidation: None,
+        };
+        self.insert(path.as_bytes(), route);
+        self
+    }
+
+    /// Adds a route for every regular file under `dir`, loaded now: see
+    /// [`static_files`] for the paths, headers and limits. A file's routes
+    /// replace earlier routes for the same paths (`/` for `index.html`).
+    pub fn with_static_dir(
+        mut self,
+        dir: &Path,
+        limits: StaticLimits,
+    ) -> Result<Routes, StaticFilesError> {
+        for file in static_files::load(dir, limits)? {
+            for path in &file.url_paths {
+                let route = Route {
+                    response: file.response.clone(),
+                    revalidation: Some(file.revalidation.clone()),
+                };
+                self.insert(path, route);
             }
         }
-        self
+        Ok(self)
+    }
+
+    fn insert(&mut self, path: &[u8], route: Route) {
+        match self.by_path.get(path) {
+            Some(&index) => self.routes[index] = route,
+            None => {
+                self.by_path.insert(path.into(), self.routes.len());
+                self.routes.push(route);
+            }
+        }
     }
 
     /// The routes the server binary serves.
@@ -96,21 +153,49 @@ impl Routes {
             )
     }
 
-    pub fn answer(&self, method: Method, path: &[u8]) -> RouteAnswer {
+    /// Which response answers `head`.
+    pub fn answer(&self, head: &RequestHead) -> RouteAnswer {
         #[cfg(feature = "fault-injection")]
-        if self.panic_path.as_deref() == Some(path) {
+        if self.panic_path.as_deref() == Some(head.path) {
             panic!("fault injection: a request for a panicking route");
         }
-        match (self.by_path.get(path), method) {
-            (None, _) => Err(ErrorStatus::NotFound),
-            (Some(_), Method::Other) => Err(ErrorStatus::MethodNotAllowed),
-            (Some(&index), Method::Get | Method::Head) => Ok(index),
+        let index = match (self.route_index(head.path), head.method) {
+            (None, _) => return Err(ErrorStatus::NotFound),
+            (Some(_), Method::Other) => return Err(ErrorStatus::MethodNotAllowed),
+            (Some(index), Method::Get | Method::Head) => index,
+        };
+        let revalidation = self.routes[index].revalidation.as_ref();
+        match (revalidation, head.if_none_match) {
+            (Some(revalidation), Some(value)) if etag::if_none_match(value, &revalidation.etag) => {
+                Ok(Reply::NotModified(index))
+            }
+            _ => Ok(Reply::Full(index)),
         }
+    }
+
+    /// The route at `path`, looked up percent-decoded; a path that decodes
+    /// to nothing a route could be keyed by (see [`decode_path`]) has none.
+    fn route_index(&self, path: &[u8]) -> Option<usize> {
+        if !path.contains(&b'%') {
+            return self.by_path.get(path).copied();
+        }
+        // A path fits in the request head, so it fits here decoded.
+        let mut decoded = [0u8; MAX_HEAD_LEN];
+        let path = decode_path(path, &mut decoded)?;
+        self.by_path.get(path).copied()
     }
 
     pub fn response(&self, answer: RouteAnswer) -> &CannedResponse {
         match answer {
-            Ok(index) => &self.responses[index],
+            Ok(Reply::Full(index)) => &self.routes[index].response,
+            Ok(Reply::NotModified(index)) => {
+                let route = &self.routes[index];
+                // `answer` replies NotModified only for a route with a revalidation.
+                route
+                    .revalidation
+                    .as_ref()
+                    .map_or(&route.response, |revalidation| &revalidation.not_modified)
+            }
             // `errors` is built from `ErrorStatus::ALL`, which lists the variants in order.
             Err(status) => &self.errors[status as usize],
         }

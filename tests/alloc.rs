@@ -1,16 +1,19 @@
 //! No allocation per request on the hot path in `local` dispatch, counted by a
 //! global allocator. This file is its own test binary, with one test, so no
 //! other test allocates while it counts; the client loop allocates nothing.
+//! The requests include a static file by a percent-encoded path, and
+//! conditional ones, answered 304 and 200.
 
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{start, Client};
-use uppercut_mio_server::Dispatch;
+use common::{config, start_with, Client};
+use uppercut_mio_server::{Dispatch, Routes, StaticLimits};
 
 struct Counting;
 
@@ -38,15 +41,29 @@ static COUNTING: Counting = Counting;
 
 const REQUESTS: usize = 10_000;
 const PIPELINED: &[u8] =
-    b"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n";
+    b"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n\
+    GET /v1%2Duser.json HTTP/1.1\r\nHost: t\r\nIf-None-Match: *\r\n\r\n\
+    GET /v1-user.json HTTP/1.1\r\nHost: t\r\nIf-None-Match: \"x\", W/\"y\"\r\n\r\n";
+/// The status of each response to `PIPELINED`.
+const STATUSES: [&str; 4] = ["200", "200", "304", "200"];
 
 /// Allocations made anywhere in the process while one keep-alive connection
-/// does `REQUESTS` round trips of two pipelined requests, after a warm-up.
+/// does `REQUESTS` round trips of `PIPELINED`, after a warm-up.
 fn allocations_during_requests(dispatch: Dispatch) -> usize {
-    let server = start(dispatch);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let routes = Routes::standard()
+        .with_static_dir(&fixtures, StaticLimits::default())
+        .expect("the fixtures load");
+    let server = start_with(&config(dispatch), routes);
     let mut client = Client::connect(server.local_addr());
     client.send(PIPELINED);
-    let answer_len = client.response(false).len() + client.response(false).len();
+    let mut answer_len = 0;
+    for status in STATUSES {
+        let response = client.response(false);
+        let status_line = format!("HTTP/1.1 {status} ");
+        assert!(response.starts_with(status_line.as_bytes()), "not {status}");
+        answer_len += response.len();
+    }
     let mut stream: TcpStream = client.stream;
     let mut answer = vec![0u8; answer_len];
     let mut round_trip = |stream: &mut TcpStream| {

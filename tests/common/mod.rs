@@ -56,7 +56,8 @@ impl Client {
         self.stream.write_all(bytes).expect("write");
     }
 
-    /// Reads one response, framed by its Content-Length (no body for HEAD).
+    /// Reads one response, framed by its Content-Length (no body for HEAD,
+    /// 1xx or 304, which has no Content-Length).
     pub fn response(&mut self, head_only: bool) -> Vec<u8> {
         let head_end = loop {
             if let Some(end) = find(&self.pending, b"\r\n\r\n") {
@@ -69,7 +70,8 @@ impl Client {
             );
         };
         let head = text(&self.pending[..head_end]);
-        let length = if head_only || head.starts_with("HTTP/1.1 1") {
+        let bodiless = head.starts_with("HTTP/1.1 1") || head.starts_with("HTTP/1.1 304 ");
+        let length = if head_only || bodiless {
             0
         } else {
             head.lines()

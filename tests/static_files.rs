@@ -1,0 +1,341 @@
+//! `--static-dir` over real sockets, in both dispatch modes: the exact bytes
+//! of a served file, index files, content types, conditional requests, HEAD,
+//! percent-decoding, and every way out of the directory ending at 404. Each
+//! test builds its own directory tree under the system temp dir.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{assert_recent_date, assert_response, config, exchange, start_with, text, Client};
+use uppercut_mio_server::{Dispatch, Routes, Server, StaticLimits};
+
+/// The mtime every file gets: Sun, 06 Nov 1994 08:49:37 GMT.
+const MTIME: u64 = 784_111_777;
+
+const CSS: &str = "body { color: red; }\n";
+/// FNV-1a 64 of `CSS`, computed independently of the server.
+const CSS_ETAG: &str = "\"4e78ec085d82e2a8\"";
+const CSS_HEAD: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
+    Content-Type: text/css; charset=utf-8\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+    ETag: \"4e78ec085d82e2a8\"\r\nContent-Length: 21\r\nDate: {date}\r\n\r\n";
+const CSS_NOT_MODIFIED: &str = "HTTP/1.1 304 Not Modified\r\nServer: uppercut-mio-server\r\n\
+    Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\nETag: \"4e78ec085d82e2a8\"\r\n\
+    Date: {date}\r\n\r\n";
+const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\nServer: uppercut-mio-server\r\n\
+    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 14\r\nDate: {date}\r\n\r\n\
+    404 Not Found\n";
+
+const SECRET: &str = "the secret outside the directory\n";
+
+/// A directory tree under the system temp dir, removed on drop.
+struct TempTree {
+    root: PathBuf,
+}
+
+impl TempTree {
+    fn new(test: &str) -> TempTree {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let unique = format!(
+            "uppercut-static-{}-{test}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let root = std::env::temp_dir().join(unique);
+        fs::create_dir_all(&root).expect("create the temp tree");
+        TempTree { root }
+    }
+
+    /// Writes `content` at `path` under the root, with the mtime `MTIME`.
+    fn file(&self, path: &str, content: &[u8]) -> PathBuf {
+        let path = self.root.join(path);
+        fs::create_dir_all(path.parent().expect("a parent")).expect("create the parents");
+        fs::write(&path, content).expect("write a file");
+        let file = fs::File::options().write(true).open(&path).expect("open");
+        file.set_modified(UNIX_EPOCH + Duration::from_secs(MTIME))
+            .expect("set the mtime");
+        path
+    }
+
+    fn symlink(&self, target: &str, link: &str) {
+        symlink(target, self.root.join(link)).expect("create a symlink");
+    }
+}
+
+impl Drop for TempTree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+const TYPED: [(&str, &str); 16] = [
+    ("t.html", "text/html; charset=utf-8"),
+    ("t.css", "text/css; charset=utf-8"),
+    ("t.js", "text/javascript; charset=utf-8"),
+    ("t.json", "application/json"),
+    ("t.txt", "text/plain; charset=utf-8"),
+    ("t.svg", "image/svg+xml"),
+    ("t.png", "image/png"),
+    ("t.jpg", "image/jpeg"),
+    ("t.jpeg", "image/jpeg"),
+    ("t.gif", "image/gif"),
+    ("t.ico", "image/x-icon"),
+    ("t.wasm", "application/wasm"),
+    ("t.woff2", "font/woff2"),
+    ("UPPER.PNG", "image/png"),
+    ("t.bin", "application/octet-stream"),
+    ("no-extension", "application/octet-stream"),
+];
+
+/// `secret.txt` beside `www/`, the served directory, which holds a symlink
+/// to it, a symlink to its parent, and one that stays inside.
+fn site(test: &str) -> TempTree {
+    let tree = TempTree::new(test);
+    tree.file("secret.txt", SECRET.as_bytes());
+    tree.file("www/index.html", b"<h1>home</h1>\n");
+    tree.file("www/a/index.html", b"<h1>a</h1>\n");
+    tree.file("www/css/a.css", CSS.as_bytes());
+    tree.file("www/a b.txt", b"spaced\n");
+    for (name, _) in TYPED {
+        tree.file(&format!("www/types/{name}"), name.as_bytes());
+    }
+    tree.symlink("css/a.css", "www/inside-link.css");
+    tree.symlink("../secret.txt", "www/outside-link.txt");
+    tree.symlink("..", "www/outside-dir");
+    tree.symlink("missing.txt", "www/dangling.txt");
+    tree
+}
+
+fn serve(dispatch: Dispatch, tree: &TempTree) -> Server {
+    let routes = Routes::standard()
+        .with_static_dir(&tree.root.join("www"), StaticLimits::default())
+        .expect("the site loads");
+    start_with(&config(dispatch), routes)
+}
+
+fn get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n")
+}
+
+fn conditional(method: &str, path: &str, if_none_match: &str) -> String {
+    format!("{method} {path} HTTP/1.1\r\nHost: t\r\nIf-None-Match: {if_none_match}\r\n\r\n")
+}
+
+fn body(response: &[u8]) -> String {
+    let response = text(response);
+    let start = response.find("\r\n\r\n").expect("a head") + 4;
+    response[start..].to_string()
+}
+
+fn serves_a_file_with_every_header(dispatch: Dispatch) {
+    let tree = site("every-header");
+    let server = serve(dispatch, &tree);
+    let expected = format!("{CSS_HEAD}{CSS}");
+    assert_response(&exchange(&server, &get("/css/a.css")), &expected);
+    // A symlink that stays inside is served as the file it points to.
+    let linked = exchange(&server, &get("/inside-link.css"));
+    assert_response(&linked, &expected);
+}
+
+fn serves_index_html_at_its_directory(dispatch: Dispatch) {
+    let tree = site("index");
+    let server = serve(dispatch, &tree);
+    for (path, expected) in [
+        ("/", "<h1>home</h1>\n"),
+        ("/index.html", "<h1>home</h1>\n"),
+        ("/a/", "<h1>a</h1>\n"),
+        ("/a/index.html", "<h1>a</h1>\n"),
+        ("/json", "{\"message\":\"Hello, World!\"}"),
+    ] {
+        assert_eq!(body(&exchange(&server, &get(path))), expected, "{path}");
+    }
+    assert_response(&exchange(&server, &get("/a")), NOT_FOUND);
+}
+
+fn sets_the_content_type_by_extension(dispatch: Dispatch) {
+    let tree = site("types");
+    let server = serve(dispatch, &tree);
+    let mut client = Client::connect(server.local_addr());
+    for (name, content_type) in TYPED {
+        client.send(get(&format!("/types/{name}")).as_bytes());
+        let response = text(&client.response(false));
+        let header = format!("\r\nContent-Type: {content_type}\r\n");
+        assert!(response.contains(&header), "{name}: {response:?}");
+        assert!(
+            response.ends_with(&format!("\r\n\r\n{name}")),
+            "{response:?}"
+        );
+    }
+}
+
+fn answers_304_to_a_matching_if_none_match(dispatch: Dispatch) {
+    let tree = site("conditional");
+    let server = serve(dispatch, &tree);
+    // One connection throughout: a 304 keeps it open.
+    let mut client = Client::connect(server.local_addr());
+    for matching in [
+        CSS_ETAG.to_string(),
+        format!("W/{CSS_ETAG}"),
+        format!("\"stale\", {CSS_ETAG}"),
+        "*".to_string(),
+    ] {
+        client.send(conditional("GET", "/css/a.css", &matching).as_bytes());
+        assert_response(&client.response(false), CSS_NOT_MODIFIED);
+    }
+    let full = format!("{CSS_HEAD}{CSS}");
+    for other in [
+        "\"stale\"",
+        "4e78ec085d82e2a8",
+        "\"4E78EC085D82E2A8\"",
+        "W/",
+    ] {
+        client.send(conditional("GET", "/css/a.css", other).as_bytes());
+        assert_response(&client.response(false), &full);
+    }
+    // Another file's tag does not match this one.
+    client.send(conditional("GET", "/a%20b.txt", CSS_ETAG).as_bytes());
+    assert_eq!(body(&client.response(false)), "spaced\n");
+}
+
+fn answers_head_without_the_body(dispatch: Dispatch) {
+    let tree = site("head");
+    let server = serve(dispatch, &tree);
+    let mut client = Client::connect(server.local_addr());
+    client.send(b"HEAD /css/a.css HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_response(&client.response(true), CSS_HEAD);
+    client.send(conditional("HEAD", "/css/a.css", CSS_ETAG).as_bytes());
+    assert_response(&client.response(true), CSS_NOT_MODIFIED);
+    // Nothing else arrived: the next response is the next request's.
+    client.send(get("/css/a.css").as_bytes());
+    assert_response(&client.response(false), &format!("{CSS_HEAD}{CSS}"));
+}
+
+fn decodes_percent_encoded_paths(dispatch: Dispatch) {
+    let tree = site("percent");
+    let server = serve(dispatch, &tree);
+    let mut client = Client::connect(server.local_addr());
+    for path in ["/a%20b.txt", "/a%20b.txt?q=%zz", "/%61%20%62.txt"] {
+        client.send(get(path).as_bytes());
+        assert_eq!(body(&client.response(false)), "spaced\n", "{path}");
+    }
+    client.send(get("/%63ss/a%2Ecss").as_bytes());
+    assert_response(&client.response(false), &format!("{CSS_HEAD}{CSS}"));
+    // Invalid percent-encoding names nothing, nor does an encoded slash,
+    // which is not a separator: 404, and the connection stays.
+    for path in ["/a%2", "/a%zz.txt", "/a%20b.txt%", "/%", "/css%2Fa.css"] {
+        client.send(get(path).as_bytes());
+        assert_response(&client.response(false), NOT_FOUND);
+    }
+}
+
+fn never_serves_outside_the_directory(dispatch: Dispatch) {
+    let tree = site("traversal");
+    let server = serve(dispatch, &tree);
+    let secret = tree.root.join("secret.txt").display().to_string();
+    let encoded_secret = secret.replace('/', "%2F");
+    let attempts = [
+        "/../secret.txt".to_string(),
+        "/css/../../secret.txt".to_string(),
+        "/./../secret.txt".to_string(),
+        "/%2e%2e/secret.txt".to_string(),
+        "/.%2E/secret.txt".to_string(),
+        "/%2E%2E%2Fsecret.txt".to_string(),
+        "/..%2fsecret.txt".to_string(),
+        "/css%2f..%2f..%2fsecret.txt".to_string(),
+        "/..\\secret.txt".to_string(),
+        "/secret.txt".to_string(),
+        "/index.html%00".to_string(),
+        secret.clone(),
+        format!("/{secret}"),
+        encoded_secret.clone(),
+        format!("/{encoded_secret}"),
+        format!("http://t{secret}"),
+        "/outside-link.txt".to_string(),
+        "/outside-dir/secret.txt".to_string(),
+        "/outside-dir/www/index.html".to_string(),
+        "/dangling.txt".to_string(),
+    ];
+    for attempt in attempts {
+        let response = exchange(&server, &get(&attempt));
+        assert!(!text(&response).contains(SECRET), "{attempt} leaked");
+        assert_response(&response, NOT_FOUND);
+    }
+}
+
+fn never_dates_a_file_after_the_response(dispatch: Dispatch) {
+    let tree = TempTree::new("future");
+    let file = tree.file("www/future.txt", b"later\n");
+    let tomorrow = SystemTime::now() + Duration::from_secs(86_400);
+    let handle = fs::File::options().write(true).open(file).expect("open");
+    handle.set_modified(tomorrow).expect("set the mtime");
+    let server = serve(dispatch, &tree);
+    let response = text(&exchange(&server, &get("/future.txt")));
+    let last_modified = response
+        .split("\r\nLast-Modified: ")
+        .nth(1)
+        .map(|rest| &rest[..29])
+        .expect("a Last-Modified header");
+    assert_recent_date(last_modified);
+}
+
+in_both_modes!(
+    serves_a_file_with_every_header,
+    serves_index_html_at_its_directory,
+    sets_the_content_type_by_extension,
+    answers_304_to_a_matching_if_none_match,
+    answers_head_without_the_body,
+    decodes_percent_encoded_paths,
+    never_serves_outside_the_directory,
+    never_dates_a_file_after_the_response,
+);
+
+/// Runs the server binary on `dir` with `flags`; it must exit 1 before it
+/// listens. Returns what it printed on stderr.
+fn binary_fails(dir: &Path, flags: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_uppercut-mio-server"))
+        .args(["--bind", "127.0.0.1:0", "--static-dir"])
+        .arg(dir)
+        .args(flags)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run the server binary");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(text(&output.stdout), "");
+    text(&output.stderr)
+}
+
+#[test]
+fn start_fails_naming_the_file_over_a_limit() {
+    let tree = TempTree::new("limits");
+    let www = tree.root.join("www");
+    tree.file("www/a.txt", &[b'a'; 600]);
+    let big = tree.file("www/big.bin", &[b'b'; 2048]);
+    let second = tree.file("www/c.txt", &[b'c'; 600]);
+
+    let stderr = binary_fails(&www, &["--static-max-file", "1K"]);
+    let expected = format!(
+        "uppercut-mio-server: --static-dir {}: {} is 2048 bytes, over the per-file limit of 1024 bytes\n",
+        www.display(),
+        big.display()
+    );
+    assert_eq!(stderr, expected);
+
+    fs::remove_file(big).expect("remove the big file");
+    let stderr = binary_fails(&www, &["--static-max-total=1000"]);
+    let expected = format!(
+        "uppercut-mio-server: --static-dir {}: {} brings the static files to 1200 bytes, \
+         over the total limit of 1000 bytes\n",
+        www.display(),
+        second.display()
+    );
+    assert_eq!(stderr, expected);
+
+    let missing = tree.root.join("missing");
+    let stderr = binary_fails(&missing, &[]);
+    assert!(stderr.contains(&format!("cannot read {}: ", missing.display())));
+}
