@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# scripts/scale-out.sh: the load-balancer setup of cloud-setup.sh, on one box.
+#
+# Starts two server instances on loopback ports and a private nginx in front
+# of them whose upstream/server config is exactly what
+# `cloud-setup.sh balancer --print-config` writes on a real balancer. Sends
+# 1,000 requests through nginx and counts, from nginx's own access log
+# ($upstream_addr), how many each backend served. With --wrk it also compares
+# throughput through nginx with throughput straight to one backend.
+# Everything lives in a temp dir and is stopped and removed on exit; the
+# system nginx (if any) is not touched.
+set -euo pipefail
+
+PROG=$(basename "$0")
+REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+REQUESTS=1000
+RUN_WRK=0
+BASE_PORT=${BASE_PORT:-9300}
+# Server to start; {addr} becomes 127.0.0.1:PORT. SERVER_CMD wins over
+# SERVER_BIN; both are split on whitespace (no quoting inside).
+SERVER_BIN=${SERVER_BIN:-$REPO_DIR/target/release/uppercut-mio-server}
+default_cmd="$SERVER_BIN --bind {addr}"
+SERVER_CMD=${SERVER_CMD:-$default_cmd}
+NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+
+usage() {
+    cat <<EOF
+Usage: $PROG [--wrk] [--requests N] [--base-port PORT]
+
+Two backends on 127.0.0.1:PORT+1 and :PORT+2, nginx on 127.0.0.1:PORT
+(PORT defaults to 9300), N requests through nginx (default 1000); fails
+unless every backend served a share.
+
+  --wrk             also run wrk -t2 -c64 -d5s through nginx and directly
+                    against the first backend, and print the ratio
+  --requests N      how many requests to send through nginx
+  --base-port PORT  nginx port; the backends take the next two
+  --help, -h        show this help
+
+Environment:
+  SERVER_BIN   server binary (default target/release/uppercut-mio-server),
+               started as "\$SERVER_BIN --bind {addr}"
+  SERVER_CMD   full server command instead, {addr} = 127.0.0.1:PORT,
+               e.g. SERVER_CMD='/path/to/rawmio {addr} 1'
+  NGINX        nginx binary (default: nginx on PATH, else /usr/sbin/nginx)
+EOF
+}
+
+say() { printf '%s\n' "$*"; }
+die() {
+    printf '%s: error: %s\n' "$PROG" "$*" >&2
+    exit 1
+}
+usage_error() {
+    printf '%s: %s\n\n' "$PROG" "$*" >&2
+    usage >&2
+    exit 2
+}
+
+while (($#)); do
+    if [[ $1 == --*=* ]]; then set -- "${1%%=*}" "${1#*=}" "${@:2}"; fi
+    case $1 in
+    -h | --help)
+        usage
+        exit 0
+        ;;
+    --wrk) RUN_WRK=1 ;;
+    --requests | --base-port)
+        (($# >= 2)) || usage_error "$1 needs a value"
+        [[ $2 =~ ^[1-9][0-9]*$ ]] || usage_error "$1 wants a positive number, got '$2'"
+        if [[ $1 == --requests ]]; then REQUESTS=$2; else BASE_PORT=$2; fi
+        shift
+        ;;
+    *) usage_error "unknown argument '$1'" ;;
+    esac
+    shift
+done
+if ! [[ $BASE_PORT =~ ^[0-9]+$ ]] || ((BASE_PORT < 1024 || BASE_PORT > 65533)); then
+    usage_error "base port must be 1024..65533, got '$BASE_PORT'"
+fi
+
+LB_PORT=$BASE_PORT
+BACKEND_PORTS=("$((BASE_PORT + 1))" "$((BASE_PORT + 2))")
+LB_URL="http://127.0.0.1:$LB_PORT/"
+
+[[ -x $NGINX ]] || die "nginx not found: sudo apt-get install nginx-light (or ./cloud-setup.sh balancer ...)"
+command -v curl >/dev/null 2>&1 || die "curl not found"
+if ((RUN_WRK)); then command -v wrk >/dev/null 2>&1 || die "wrk not found: ./cloud-setup.sh client --target 127.0.0.1"; fi
+first_word=${SERVER_CMD%% *}
+[[ -x $first_word ]] || command -v "$first_word" >/dev/null 2>&1 ||
+    die "server '$first_word' not found: cargo build --release, or set SERVER_BIN / SERVER_CMD"
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for port in "$LB_PORT" "${BACKEND_PORTS[@]}"; do
+    ! port_busy "$port" || die "127.0.0.1:$port is already in use; try --base-port"
+done
+
+# ------------------------------------------------------------ cleanup --
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/scale-out.XXXXXX")
+# nginx workers may run as another user when we are root: let them in.
+chmod 755 "$TMP"
+PIDS=()
+NGINX_PID=""
+cleanup() {
+    local rc=$? pid
+    trap - EXIT INT TERM
+    if [[ -n $NGINX_PID ]]; then
+        # QUIT = graceful stop; the master takes its workers with it.
+        kill -QUIT "$NGINX_PID" 2>/dev/null || true
+        for _ in $(seq 50); do
+            kill -0 "$NGINX_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$NGINX_PID" 2>/dev/null || true
+        wait "$NGINX_PID" 2>/dev/null || true
+    fi
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$TMP"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# wait_http URL PID LOG: wait up to 10 s for URL to answer 200, or fail early
+# if PID died (showing LOG).
+wait_http() {
+    local url=$1 pid=$2 log=$3
+    for _ in $(seq 100); do
+        curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$log" >&2
+            die "process $pid exited before $url answered"
+        fi
+        sleep 0.1
+    done
+    cat "$log" >&2
+    die "$url did not answer within 10 s"
+}
+
+# ----------------------------------------------------------- backends --
+
+for port in "${BACKEND_PORTS[@]}"; do
+    read -r -a cmd <<<"${SERVER_CMD//\{addr\}/127.0.0.1:$port}"
+    say "backend: ${cmd[*]}"
+    "${cmd[@]}" >"$TMP/backend-$port.log" 2>&1 &
+    PIDS+=("$!")
+done
+i=0
+for port in "${BACKEND_PORTS[@]}"; do
+    wait_http "http://127.0.0.1:$port/" "${PIDS[$i]}" "$TMP/backend-$port.log"
+    i=$((i + 1))
+done
+
+# -------------------------------------------------------------- nginx --
+
+mkdir -p "$TMP/conf" "$TMP/logs" "$TMP/tmp"
+backend_args=()
+for port in "${BACKEND_PORTS[@]}"; do backend_args+=(--backend "127.0.0.1:$port"); done
+# The exact config a real balancer gets, ports swapped in.
+"$REPO_DIR/cloud-setup.sh" balancer --print-config --listen "127.0.0.1:$LB_PORT" \
+    "${backend_args[@]}" >"$TMP/conf/balancer.conf"
+
+# Temp paths default to /var/lib/nginx (root only); point every one the
+# build has a module for into the temp dir.
+nginx_build=$("$NGINX" -V 2>&1)
+temp_paths="    client_body_temp_path $TMP/tmp/body;"
+for mod in proxy fastcgi uwsgi scgi; do
+    [[ $nginx_build == *"--without-http_${mod}_module"* ]] && continue
+    temp_paths+=$'\n'"    ${mod}_temp_path $TMP/tmp/$mod;"
+done
+
+cat >"$TMP/conf/nginx.conf" <<EOF
+# Private nginx for scripts/scale-out.sh; all of its files are in $TMP.
+daemon off;
+worker_processes auto;
+pid $TMP/nginx.pid;
+error_log $TMP/logs/error.log warn;
+
+events {
+    worker_connections 4096;
+}
+
+http {
+$temp_paths
+    # Which backend served each request. Only curl's requests are logged,
+    # so logging does not slow down the wrk comparison.
+    log_format upstream '\$upstream_addr \$status';
+    map \$http_user_agent \$from_curl {
+        ~^curl/ 1;
+        default 0;
+    }
+    access_log $TMP/logs/access.log upstream if=\$from_curl;
+
+    include $TMP/conf/balancer.conf;
+}
+EOF
+
+nginx_args=(-p "$TMP" -c "$TMP/conf/nginx.conf")
+# -e (nginx >= 1.19.5) keeps nginx off the system error log before it has
+# read our config; older builds just warn.
+if "$NGINX" -h 2>&1 | grep -q -- '-e filename'; then nginx_args+=(-e "$TMP/logs/error.log"); fi
+"$NGINX" -t "${nginx_args[@]}" 2>"$TMP/nginx-t.log" || {
+    cat "$TMP/nginx-t.log" >&2
+    die "nginx rejected the config"
+}
+say "nginx:   $NGINX ${nginx_args[*]}  (listening on 127.0.0.1:$LB_PORT)"
+"$NGINX" "${nginx_args[@]}" >"$TMP/logs/nginx.out" 2>&1 &
+NGINX_PID=$!
+wait_http "$LB_URL" "$NGINX_PID" "$TMP/logs/error.log"
+# The readiness probe was a request too; count only what follows.
+: >"$TMP/logs/access.log"
+
+# ---------------------------------------------------------- 1,000 GETs --
+
+say ""
+say "Sending $REQUESTS requests through nginx..."
+ok=0
+bad=0
+for ((n = 0; n < REQUESTS; n++)); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$LB_URL") || true
+    if [[ $code == 200 ]]; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+done
+say "  $ok answered 200, $bad did not"
+
+# One line per request: "<upstream_addr> <status>". After a retry the field
+# lists several addresses ("a, b"); the last one served the request.
+declare -A served=()
+while read -r line; do
+    addr=${line% *}
+    addr=${addr##*, }
+    served[$addr]=$((${served[$addr]:-0} + 1))
+done <"$TMP/logs/access.log"
+
+say ""
+say "Requests per backend (from nginx's \$upstream_addr):"
+missing=0
+for port in "${BACKEND_PORTS[@]}"; do
+    count=${served["127.0.0.1:$port"]:-0}
+    say "$(printf '  127.0.0.1:%-6s %6d  (%5.1f%%)' "$port" "$count" "$(awk -v c="$count" -v t="$REQUESTS" 'BEGIN { print 100 * c / t }')")"
+    ((count > 0)) || missing=$((missing + 1))
+done
+
+# ------------------------------------------------------ wrk comparison --
+
+if ((RUN_WRK)); then
+    # run_wrk URL NAME: a short wrk run, shown indented; RPS gets its rate.
+    run_wrk() {
+        say ""
+        say "wrk -t2 -c64 -d5s $1   ($2)"
+        wrk -t2 -c64 -d5s "$1" >"$TMP/wrk.txt"
+        sed 's/^/    /' "$TMP/wrk.txt"
+        RPS=$(awk '/^Requests\/sec:/ { print $2 }' "$TMP/wrk.txt")
+        [[ -n $RPS ]] || die "no Requests/sec in wrk's output"
+    }
+    direct_url="http://127.0.0.1:${BACKEND_PORTS[0]}/"
+    run_wrk "$LB_URL" "nginx over both backends"
+    via_nginx=$RPS
+    run_wrk "$direct_url" "first backend, no nginx"
+    direct=$RPS
+    say ""
+    say "Requests/sec: nginx-fronted $via_nginx, direct $direct"
+    say "Ratio nginx-fronted / direct: $(awk -v a="$via_nginx" -v b="$direct" 'BEGIN { printf "%.2f", a / b }')"
+    say "(Everything shares this box's $(nproc) cores, so this measures the cost of"
+    say " the proxy hop, not the gain of a second machine.)"
+fi
+
+say ""
+if ((bad > 0)); then die "$bad of $REQUESTS requests through nginx failed"; fi
+if ((missing > 0)); then die "$missing backend(s) served no request"; fi
+say "OK: both backends served a share of the $REQUESTS requests."
