@@ -1,6 +1,6 @@
 //! Command-line configuration: the flags, their defaults, and the usage text.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
@@ -12,6 +12,8 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
                            [--max-connections N] [--shutdown-timeout T]
                            [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]]
+                           [--upstream URL [--upstream-conns N] [--upstream-timeout T]
+                                           [--upstream-queue N]]
                            [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000)
@@ -36,6 +38,12 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
   --static-max-total SIZE   refuse to start if the files under DIR add up to more
                             (default 256M)
                             SIZE: bytes, or with a K, M or G suffix (KiB, MiB, GiB)
+  --upstream URL            serve GET /io with the JSON that GET URL returns
+                            (http://HOST:PORT/PATH), over pooled keep-alive connections
+  --upstream-conns N        upstream connections per poller at most (default 32)
+  --upstream-timeout T      an upstream answer later than T gets 504 (default 5s)
+  --upstream-queue N        requests waiting for an upstream connection, per poller;
+                            past it, 503 (default 1024)
   --help                    print this help
 
 Durations are a number with ms, s or m: 500ms, 10s, 2m.
@@ -79,6 +87,54 @@ impl Default for Timeouts {
     }
 }
 
+/// Where `GET /io` gets its JSON, and how the pool to it is sized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    pub addr: SocketAddr,
+    /// The `Host` header for upstream requests (as the URL spelled it).
+    pub host: String,
+    pub path: String,
+    pub conns: usize,
+    pub timeout: Duration,
+    pub queue: usize,
+}
+
+impl UpstreamConfig {
+    /// Defaults for everything but where the upstream is.
+    pub fn new(addr: SocketAddr, host: &str, path: &str) -> UpstreamConfig {
+        UpstreamConfig {
+            addr,
+            host: host.to_string(),
+            path: path.to_string(),
+            conns: 32,
+            timeout: Duration::from_secs(5),
+            queue: 1024,
+        }
+    }
+
+    /// Parses `http://HOST[:PORT][/PATH]`, resolving HOST now.
+    pub fn from_url(url: &str) -> Result<UpstreamConfig, String> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("--upstream: only http:// URLs are supported: {url}"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(slash) => rest.split_at(slash),
+            None => (rest, "/"),
+        };
+        let with_port = if authority.contains(':') {
+            authority.to_string()
+        } else {
+            format!("{authority}:80")
+        };
+        let addr = with_port
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| format!("--upstream: cannot resolve {authority}"))?;
+        Ok(UpstreamConfig::new(addr, authority, path))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub bind: SocketAddr,
@@ -90,6 +146,8 @@ pub struct Config {
     /// The directory whose files are served too, if any.
     pub static_dir: Option<PathBuf>,
     pub static_limits: StaticLimits,
+    /// Where `GET /io` gets its JSON; without it, `/io` is 404.
+    pub upstream: Option<UpstreamConfig>,
 }
 
 impl Default for Config {
@@ -103,6 +161,7 @@ impl Default for Config {
             shutdown_timeout: Duration::from_secs(10),
             static_dir: None,
             static_limits: StaticLimits::default(),
+            upstream: None,
         }
     }
 }
@@ -123,7 +182,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
-    Run(Config),
+    Run(Box<Config>),
     Help,
 }
 
@@ -132,6 +191,8 @@ pub enum Command {
 pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String> {
     let mut config = Config::default();
     let mut args = args.into_iter();
+    let mut upstream_url = None;
+    let (mut upstream_conns, mut upstream_timeout, mut upstream_queue) = (None, None, None);
     while let Some(arg) = args.next() {
         let (flag, inline_value) = match arg.split_once('=') {
             Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
@@ -169,10 +230,32 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
             "--static-dir" => config.static_dir = Some(PathBuf::from(value()?)),
             "--static-max-file" => config.static_limits.max_file = parse_size(&flag, &value()?)?,
             "--static-max-total" => config.static_limits.max_total = parse_size(&flag, &value()?)?,
+            "--upstream" => upstream_url = Some(value()?),
+            "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
+            "--upstream-timeout" => upstream_timeout = Some(duration(&flag, &value()?)?),
+            "--upstream-queue" => upstream_queue = Some(positive(&flag, &value()?)?),
             _ => return Err(format!("unknown argument: {flag}")),
         }
     }
-    Ok(Command::Run(config))
+    // The pool flags may come before --upstream, so they apply at the end.
+    let pool_flags =
+        upstream_conns.is_some() || upstream_timeout.is_some() || upstream_queue.is_some();
+    match upstream_url {
+        Some(url) => {
+            let mut upstream = UpstreamConfig::from_url(&url)?;
+            upstream.conns = upstream_conns.unwrap_or(upstream.conns);
+            upstream.timeout = upstream_timeout.unwrap_or(upstream.timeout);
+            upstream.queue = upstream_queue.unwrap_or(upstream.queue);
+            config.upstream = Some(upstream);
+        }
+        None if pool_flags => {
+            return Err(
+                "--upstream-conns, --upstream-timeout and --upstream-queue need --upstream".into(),
+            )
+        }
+        None => {}
+    }
+    Ok(Command::Run(Box::new(config)))
 }
 
 fn positive(flag: &str, value: &str) -> Result<usize, String> {
@@ -236,10 +319,10 @@ mod tests {
             "--dispatch",
             "system",
         ]);
-        assert_eq!(spaced, Ok(Command::Run(expected.clone())));
+        assert_eq!(spaced, Ok(Command::Run(Box::new(expected.clone()))));
         let inline = parse(&["--bind=127.0.0.1:8080", "--pollers=3", "--dispatch=system"]);
-        assert_eq!(inline, Ok(Command::Run(expected)));
-        assert_eq!(parse(&[]), Ok(Command::Run(Config::default())));
+        assert_eq!(inline, Ok(Command::Run(Box::new(expected))));
+        assert_eq!(parse(&[]), Ok(Command::Run(Box::default())));
         assert_eq!(parse(&["--help"]), Ok(Command::Help));
     }
 
@@ -282,7 +365,7 @@ mod tests {
             "--static-max-total",
             "2GiB",
         ];
-        assert_eq!(parse(&args), Ok(Command::Run(expected)));
+        assert_eq!(parse(&args), Ok(Command::Run(Box::new(expected))));
         let defaults = parse(&["--static-dir=www"]);
         let Ok(Command::Run(config)) = defaults else {
             panic!("{defaults:?}");
@@ -309,6 +392,30 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_upstream_flags() {
+        let args = [
+            "--upstream-conns=4",
+            "--upstream=http://127.0.0.1:8081/status",
+            "--upstream-timeout=250ms",
+        ];
+        let Ok(Command::Run(config)) = parse(&args) else {
+            panic!("{args:?} refused");
+        };
+        let expected = UpstreamConfig {
+            conns: 4,
+            timeout: Duration::from_millis(250),
+            ..UpstreamConfig::new(
+                "127.0.0.1:8081".parse().unwrap(),
+                "127.0.0.1:8081",
+                "/status",
+            )
+        };
+        assert_eq!(config.upstream, Some(expected));
+        let bare = UpstreamConfig::from_url("http://127.0.0.1").unwrap();
+        assert_eq!((bare.addr.port(), bare.path.as_str()), (80, "/"));
+    }
+
+    #[test]
     fn refuses_bad_flags() {
         for args in [
             &["--bind", "nowhere"][..],
@@ -323,6 +430,14 @@ mod tests {
             &["--keepalive-timeout", "5h"],
             &["--write-timeout", "ms"],
             &["--max-connections", "-1"],
+            &["--upstream", "https://127.0.0.1/"],
+            &["--upstream-conns", "2"],
+            &[
+                "--upstream",
+                "http://127.0.0.1:80/",
+                "--upstream-queue",
+                "0",
+            ],
         ] {
             assert!(parse(args).is_err(), "{args:?}");
         }

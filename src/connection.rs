@@ -11,7 +11,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, ErrorKind, Read, Write};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
@@ -26,6 +26,7 @@ use crate::exchange::{RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::Routes;
 use crate::server::{Phase, ServerState};
 use crate::timeouts::{Activity, CoarseClock, ConnectionTimer, Expiry};
+use crate::upstream::{UpstreamReply, UpstreamRequest};
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
@@ -59,6 +60,9 @@ pub struct Shared {
     /// The poller's actor address.
     pub poller: String,
     pub server: Arc<ServerState>,
+    /// Numbers upstream requests, so a reply finds the request it answers
+    /// even after its token has passed to another connection.
+    pub upstream_ids: AtomicU64,
 }
 
 struct Scratch {
@@ -91,6 +95,15 @@ pub struct Connection {
     /// Some output was written in the current round of work.
     wrote: bool,
     timer: ConnectionTimer,
+    /// The upstream request this connection waits for.
+    upstream_id: Option<u64>,
+}
+
+/// What a connection was woken for.
+enum Wake {
+    Ready,
+    Expire,
+    Upstream(UpstreamReply),
 }
 
 impl Connection {
@@ -106,6 +119,7 @@ impl Connection {
             writable_interest: false,
             wrote: false,
             timer,
+            upstream_id: None,
         }
     }
 
@@ -130,6 +144,10 @@ impl Connection {
             }
             if self.stream.is_closed() {
                 return Ok(Flow::Close);
+            }
+            // Nothing more is read until the upstream has answered.
+            if self.stream.awaiting_upstream() {
+                return Ok(Flow::Open);
             }
             let date = self.shared.date.current();
             if self.stream.is_held_back() {
@@ -162,6 +180,36 @@ impl Connection {
             // One write for all the responses this read produced.
             self.write_batch(&mut scratch.output)?;
         }
+    }
+
+    /// The upstream answered: write its response, then carry on.
+    fn complete_upstream(
+        &mut self,
+        reply: UpstreamReply,
+        scratch: &mut Scratch,
+    ) -> io::Result<Flow> {
+        self.upstream_id = None;
+        let date = self.shared.date.current();
+        self.stream.complete_upstream(
+            reply.result,
+            &self.shared.routes,
+            &date,
+            &mut scratch.output,
+        );
+        self.write_batch(&mut scratch.output)?;
+        self.drive(scratch)
+    }
+
+    /// Asks the poller's upstream pool for the answer the stream waits for.
+    fn request_upstream(&mut self, sender: &mut dyn AnySender) {
+        let id = self.shared.upstream_ids.fetch_add(1, Ordering::Relaxed);
+        self.upstream_id = Some(id);
+        let request = UpstreamRequest {
+            id,
+            token: self.token,
+            reply_to: sender.me().to_string(),
+        };
+        sender.send(&self.shared.poller, Envelope::of(request));
     }
 
     /// The deadline passed when the poller swept: if it still stands, close,
@@ -252,21 +300,27 @@ fn write_until_blocked(socket: &mut TcpStream, data: &[u8]) -> io::Result<usize>
 
 impl AnyActor for Connection {
     fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
-        let expire = envelope.message.is::<Expire>();
-        if !expire && !envelope.message.is::<Ready>() {
-            return;
-        }
-        let phase = self.shared.server.phase();
+        let message = envelope.message;
+        let wake = if message.is::<Ready>() {
+            Wake::Ready
+        } else if message.is::<Expire>() {
+            Wake::Expire
+        } else {
+            match message.downcast::<UpstreamReply>() {
+                Ok(reply) if self.upstream_id == Some(reply.id) => Wake::Upstream(*reply),
+                _ => return,
+            }
+        };
         self.wrote = false;
         let flow = SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
             // The scratch is shared by every connection on this thread: never
             // trust what a previous user (or a panic) left in it.
             scratch.output.clear();
-            let flow = if expire {
-                self.expire(scratch)
-            } else {
-                self.drive(scratch)
+            let flow = match wake {
+                Wake::Ready => self.drive(scratch),
+                Wake::Expire => self.expire(scratch),
+                Wake::Upstream(reply) => self.complete_upstream(reply, scratch),
             };
             if !matches!(flow, Ok(Flow::Open)) {
                 self.discard_unread(scratch);
@@ -275,6 +329,9 @@ impl AnyActor for Connection {
         });
         match flow {
             Ok(Flow::Open) => {
+                if self.stream.awaiting_upstream() && self.upstream_id.is_none() {
+                    self.request_upstream(sender);
+                }
                 let activity = Activity {
                     mid_request: self.stream.is_mid_request(),
                     responses: self.stream.responses(),
@@ -286,8 +343,9 @@ impl AnyActor for Connection {
             }
             // Once the server is stopping, the poller stops every connection
             // actor itself and the scheduler may be gone: send nothing more,
-            // as uppercut's senders panic on a closed channel.
-            _ if phase == Phase::Stopping => {}
+            // as uppercut's senders panic on a closed channel. (Read the phase
+            // now, not when the envelope arrived: the stop may have come since.)
+            _ if self.shared.server.phase() == Phase::Stopping => {}
             Ok(Flow::Close) => sender.stop(sender.me()),
             Err(e) => {
                 debug!("connection {:?}: {e}", self.token);

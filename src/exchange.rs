@@ -4,13 +4,13 @@
 //! sockets here, so tests and the fuzz target drive exactly the path a
 //! connection actor uses.
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::chunked::{ChunkedDecoder, Skipped};
 use crate::date::DATE_LEN;
 use crate::request::{parse_head, BodyFraming, Method, ParsedHead, RequestHead};
 use crate::response::{ErrorStatus, Persistence, CONTINUE};
-use crate::routes::{RouteAnswer, Routes};
+use crate::routes::{Reply, RouteAnswer, Routes};
 
 /// No new request is started while this much output is waiting: a client that
 /// pipelines without reading cannot make the server buffer without bound.
@@ -60,6 +60,12 @@ enum State {
         decoder: ChunkedDecoder,
         answer: Answer,
     },
+    /// Waiting for the upstream's answer to the last request; later input
+    /// is kept, so responses stay in request order.
+    AwaitingUpstream {
+        persistence: Persistence,
+        head_only: bool,
+    },
     /// A response that closes the connection was written; input is ignored.
     Closed,
 }
@@ -104,6 +110,40 @@ impl RequestStream {
     pub fn time_out(&mut self, routes: &Routes, date: &[u8; DATE_LEN], out: &mut BytesMut) {
         let answer = Answer::fatal(ErrorStatus::RequestTimeout);
         self.framer.respond(answer, routes, date, out);
+    }
+
+    /// The last request waits for the upstream: send it, and call
+    /// [`RequestStream::complete_upstream`] with the answer.
+    pub fn awaiting_upstream(&self) -> bool {
+        matches!(self.framer.state, State::AwaitingUpstream { .. })
+    }
+
+    /// Writes the upstream's answer (its JSON, or an error status) and
+    /// serves the requests kept behind it.
+    pub fn complete_upstream(
+        &mut self,
+        result: Result<Bytes, ErrorStatus>,
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
+        let State::AwaitingUpstream {
+            persistence,
+            head_only,
+        } = self.framer.state
+        else {
+            return;
+        };
+        match result {
+            Ok(body) => routes
+                .upstream_response()
+                .write(out, &body, date, persistence, head_only),
+            Err(status) => routes
+                .response(Err(status))
+                .write(out, date, persistence, head_only),
+        }
+        self.framer.finish(persistence);
+        self.resume(routes, date, out);
     }
 
     /// Kept input holds requests that wait for the output to drain: call
@@ -174,6 +214,7 @@ impl Framer {
             let rest = &input[pos..];
             match &mut self.state {
                 State::Closed => pos = input.len(),
+                State::AwaitingUpstream { .. } => break,
                 State::Head if out.len() >= OUTPUT_HIGH_WATER => {
                     held_back = true;
                     break;
@@ -239,10 +280,22 @@ impl Framer {
         date: &[u8; DATE_LEN],
         out: &mut BytesMut,
     ) {
+        if answer.route == Ok(Reply::Upstream) {
+            self.state = State::AwaitingUpstream {
+                persistence: answer.persistence,
+                head_only: answer.head_only,
+            };
+            return;
+        }
         let response = routes.response(answer.route);
         response.write(out, date, answer.persistence, answer.head_only);
+        self.finish(answer.persistence);
+    }
+
+    /// A response was written: wait for the next request, or close.
+    fn finish(&mut self, persistence: Persistence) {
         self.responses += 1;
-        self.state = match answer.persistence {
+        self.state = match persistence {
             Persistence::Close => State::Closed,
             Persistence::KeepAlive | Persistence::KeepAliveHttp10 => State::Head,
         };

@@ -16,6 +16,7 @@ pub mod connection;
 pub mod date;
 pub mod etag;
 pub mod exchange;
+pub mod json;
 pub mod local_dispatch;
 pub mod percent;
 pub mod poller;
@@ -26,6 +27,8 @@ pub mod server;
 pub mod slab;
 pub mod static_files;
 pub mod timeouts;
+pub mod upstream;
+pub mod upstream_response;
 
 pub use config::{Config, Dispatch};
 pub use response::CannedResponse;

@@ -1,8 +1,9 @@
 //! `local` dispatch: how a poller hands envelopes to the connection actors it
 //! owns, directly and through an `AnySender` of its own, with no hop through
 //! the uppercut scheduler, and with a panic contained to its connection.
+//! What a connection sends to its poller lands in the poller's inbox.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, SystemTime};
 
@@ -12,15 +13,17 @@ use crate::connection::Connection;
 
 /// Hands one envelope to a connection the poller owns; false when the
 /// connection is done (it stopped itself, or it panicked: a panic closes that
-/// connection only).
+/// connection only). Envelopes it sends to the poller go to `inbox`.
 pub fn deliver_locally(
     connection: &mut Connection,
     envelope: Envelope,
     sender: &mut dyn AnySender,
+    inbox: &mut Vec<Envelope>,
 ) -> bool {
     let mut local = LocalSender {
         outer: sender,
         stopped: Cell::new(false),
+        inbox: RefCell::new(inbox),
     };
     let delivered = panic::catch_unwind(AssertUnwindSafe(|| {
         connection.receive(envelope, &mut local);
@@ -28,12 +31,15 @@ pub fn deliver_locally(
     delivered.is_ok() && !local.stopped.get()
 }
 
-/// The `AnySender` a `local` poller gives its connections. A connection
-/// stopping itself (`stop(me)`) is noted here instead of going to the
+/// The `AnySender` a `local` poller gives its connections. In `local`
+/// dispatch a connection's address is its poller's, so a connection stopping
+/// itself (`stop(me)`) is noted here, and what it sends to `me` (requests for
+/// the upstream pool) is kept for the poller, instead of going to the
 /// scheduler; everything else passes through to the poller's own sender.
 struct LocalSender<'a> {
     outer: &'a mut dyn AnySender,
     stopped: Cell<bool>,
+    inbox: RefCell<&'a mut Vec<Envelope>>,
 }
 
 impl AnySender for LocalSender<'_> {
@@ -42,7 +48,11 @@ impl AnySender for LocalSender<'_> {
     }
 
     fn send(&self, address: &str, envelope: Envelope) {
-        self.outer.send(address, envelope);
+        if address == self.outer.me() {
+            self.inbox.borrow_mut().push(envelope);
+        } else {
+            self.outer.send(address, envelope);
+        }
     }
 
     fn spawn(&self, address: &str, f: Box<dyn FnOnce() -> Actor>) {

@@ -29,6 +29,7 @@ use crate::local_dispatch::deliver_locally;
 use crate::server::Phase;
 use crate::slab::Slab;
 use crate::timeouts::{is_past, SWEEP_INTERVAL};
+use crate::upstream::{self, UpstreamPool, UpstreamReply, UpstreamRequest};
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -80,6 +81,9 @@ pub struct Poller {
     accept_paused_until_ms: Option<u64>,
     /// Reused by each sweep, so sweeping allocates nothing.
     expired: Vec<usize>,
+    upstream: Option<UpstreamPool>,
+    /// `local` dispatch: what connections sent to this poller.
+    inbox: Vec<Envelope>,
 }
 
 impl Poller {
@@ -88,6 +92,7 @@ impl Poller {
         mut listener: TcpListener,
         shared: Arc<Shared>,
         dispatch: Dispatch,
+        upstream: Option<UpstreamPool>,
     ) -> io::Result<Poller> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
@@ -104,6 +109,8 @@ impl Poller {
             next_sweep_ms: 0,
             accept_paused_until_ms: None,
             expired: Vec::new(),
+            upstream,
+            inbox: Vec::new(),
         })
     }
 
@@ -135,6 +142,11 @@ impl Poller {
             match event.token() {
                 LISTENER => self.accept(sender),
                 WAKER => {}
+                token if token.0 >= upstream::FIRST_TOKEN => {
+                    if let Some(pool) = &mut self.upstream {
+                        pool.on_event(token, self.poll.registry());
+                    }
+                }
                 Token(key) => self.deliver(key, Envelope::of(Ready), sender),
             }
         }
@@ -150,7 +162,39 @@ impl Poller {
             self.next_sweep_ms = now_ms + SWEEP_INTERVAL.as_millis() as u64;
             self.sweep(now_ms, sender);
         }
+        self.settle_upstream(sender);
         found
+    }
+
+    /// Passes connections' requests to the upstream pool and its answers
+    /// back, until neither is left (an answer can release the next request
+    /// of a pipeline).
+    fn settle_upstream(&mut self, sender: &mut dyn AnySender) {
+        loop {
+            let Some(pool) = &mut self.upstream else {
+                return;
+            };
+            let now_ms = self.shared.clock.now_ms();
+            for envelope in self.inbox.drain(..) {
+                if let Ok(request) = envelope.message.downcast::<UpstreamRequest>() {
+                    pool.submit(*request, now_ms, self.poll.registry());
+                }
+            }
+            let replies = pool.take_replies();
+            if replies.is_empty() {
+                return;
+            }
+            for (request, result) in replies {
+                let reply = Envelope::of(UpstreamReply {
+                    id: request.id,
+                    result,
+                });
+                match self.dispatch {
+                    Dispatch::Local => self.deliver(request.token.0, reply, sender),
+                    Dispatch::System => sender.send(&request.reply_to, reply),
+                }
+            }
+        }
     }
 
     fn accept(&mut self, sender: &mut dyn AnySender) {
@@ -217,7 +261,7 @@ impl Poller {
                 let Some(connection) = self.local.get_mut(key) else {
                     return;
                 };
-                if !deliver_locally(connection, envelope, sender) {
+                if !deliver_locally(connection, envelope, sender, &mut self.inbox) {
                     // Dropping the connection closes its socket, which also
                     // removes it from the poll set.
                     self.local.remove(key);
@@ -249,6 +293,9 @@ impl Poller {
         for index in 0..self.expired.len() {
             let key = self.expired[index];
             self.deliver(key, Envelope::of(Expire), sender);
+        }
+        if let Some(pool) = &mut self.upstream {
+            pool.expire(now_ms, self.poll.registry());
         }
     }
 
@@ -314,6 +361,10 @@ impl AnyActor for Poller {
                 self.shared.server.release(1);
             }
             return;
+        }
+        if envelope.message.is::<UpstreamRequest>() {
+            self.inbox.push(envelope);
+            return self.settle_upstream(sender);
         }
         if !envelope.message.is::<Tick>() {
             return;

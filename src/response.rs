@@ -102,6 +102,58 @@ impl CannedResponse {
     }
 }
 
+/// A 200 response whose body is known only at run time (the upstream's JSON):
+/// everything up to the Content-Length value is built once.
+#[derive(Debug, Clone)]
+pub struct DynamicResponse {
+    /// Status line and headers, ending with `Content-Length: `.
+    head: Bytes,
+}
+
+impl DynamicResponse {
+    pub fn ok(content_type: &str) -> DynamicResponse {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nServer: {SERVER_NAME}\r\nContent-Type: {content_type}\r\nContent-Length: "
+        );
+        DynamicResponse {
+            head: Bytes::from(head),
+        }
+    }
+
+    pub fn write(
+        &self,
+        out: &mut BytesMut,
+        body: &[u8],
+        date: &[u8; DATE_LEN],
+        persistence: Persistence,
+        head_only: bool,
+    ) {
+        out.extend_from_slice(&self.head);
+        write_decimal(out, body.len());
+        out.extend_from_slice(b"\r\nDate: ");
+        out.extend_from_slice(date);
+        out.extend_from_slice(persistence.head_end());
+        if !head_only {
+            out.extend_from_slice(body);
+        }
+    }
+}
+
+/// Appends `value` in decimal, formatted on the stack.
+fn write_decimal(out: &mut BytesMut, mut value: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[start..]);
+}
+
 /// The error statuses this server answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorStatus {
@@ -113,10 +165,13 @@ pub enum ErrorStatus {
     UriTooLong,
     HeaderFieldsTooLarge,
     NotImplemented,
+    BadGateway,
+    ServiceUnavailable,
+    GatewayTimeout,
 }
 
 impl ErrorStatus {
-    pub const ALL: [ErrorStatus; 8] = [
+    pub const ALL: [ErrorStatus; 11] = [
         ErrorStatus::BadRequest,
         ErrorStatus::NotFound,
         ErrorStatus::MethodNotAllowed,
@@ -125,6 +180,9 @@ impl ErrorStatus {
         ErrorStatus::UriTooLong,
         ErrorStatus::HeaderFieldsTooLarge,
         ErrorStatus::NotImplemented,
+        ErrorStatus::BadGateway,
+        ErrorStatus::ServiceUnavailable,
+        ErrorStatus::GatewayTimeout,
     ];
 
     pub fn code(self) -> u16 {
@@ -137,6 +195,9 @@ impl ErrorStatus {
             ErrorStatus::UriTooLong => 414,
             ErrorStatus::HeaderFieldsTooLarge => 431,
             ErrorStatus::NotImplemented => 501,
+            ErrorStatus::BadGateway => 502,
+            ErrorStatus::ServiceUnavailable => 503,
+            ErrorStatus::GatewayTimeout => 504,
         }
     }
 
@@ -150,14 +211,24 @@ impl ErrorStatus {
             ErrorStatus::UriTooLong => "URI Too Long",
             ErrorStatus::HeaderFieldsTooLarge => "Request Header Fields Too Large",
             ErrorStatus::NotImplemented => "Not Implemented",
+            ErrorStatus::BadGateway => "Bad Gateway",
+            ErrorStatus::ServiceUnavailable => "Service Unavailable",
+            ErrorStatus::GatewayTimeout => "Gateway Timeout",
         }
     }
 
-    /// Whether the request stream can go on after this error. Only routing
-    /// errors leave the framing intact; after the others we cannot tell where
-    /// the next request starts.
+    /// Whether the request stream can go on after this error. Routing and
+    /// upstream errors leave the framing intact; after the others we cannot
+    /// tell where the next request starts.
     pub fn keeps_connection(self) -> bool {
-        matches!(self, ErrorStatus::NotFound | ErrorStatus::MethodNotAllowed)
+        matches!(
+            self,
+            ErrorStatus::NotFound
+                | ErrorStatus::MethodNotAllowed
+                | ErrorStatus::BadGateway
+                | ErrorStatus::ServiceUnavailable
+                | ErrorStatus::GatewayTimeout
+        )
     }
 
     pub fn canned(self) -> CannedResponse {
@@ -201,6 +272,27 @@ mod tests {
         let expected =
             "HTTP/1.1 304 Not Modified\r\nServer: uppercut-mio-server\r\nETag: \"1\"\r\n\
             Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n";
+        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
+    }
+
+    #[test]
+    fn writes_a_dynamic_body_with_its_length() {
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        let mut out = BytesMut::new();
+        let json = DynamicResponse::ok("application/json");
+        json.write(
+            &mut out,
+            b"[0,1,2,3,4,5,6,7,8,9]",
+            date,
+            Persistence::KeepAlive,
+            false,
+        );
+        json.write(&mut out, b"", date, Persistence::Close, false);
+        let expected =
+            "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: application/json\r\n\
+            Content-Length: 21\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n[0,1,2,3,4,5,6,7,8,9]\
+            HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: application/json\r\n\
+            Content-Length: 0\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\n";
         assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
     }
 }

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use crate::etag;
 use crate::percent::decode_path;
 use crate::request::{Method, RequestHead, MAX_HEAD_LEN};
-use crate::response::{CannedResponse, ErrorStatus};
+use crate::response::{CannedResponse, DynamicResponse, ErrorStatus};
 use crate::static_files::{self, StaticFilesError, StaticLimits};
 
 /// The 20-user list served at `/v1/user`.
@@ -26,6 +26,8 @@ pub enum Reply {
     Full(usize),
     /// The client's `If-None-Match` matched the route's entity tag.
     NotModified(usize),
+    /// The answer is the upstream's JSON, which the exchange waits for.
+    Upstream,
 }
 
 #[derive(Debug, Clone)]
@@ -33,6 +35,9 @@ pub struct Routes {
     by_path: HashMap<Box<[u8]>, usize>,
     routes: Vec<Route>,
     errors: Vec<CannedResponse>,
+    /// The path answered with the upstream's JSON, if any.
+    upstream_path: Option<Box<[u8]>>,
+    upstream_response: DynamicResponse,
     #[cfg(feature = "fault-injection")]
     panic_path: Option<Box<[u8]>>,
 }
@@ -68,9 +73,22 @@ impl Routes {
                 .iter()
                 .map(|status| status.canned())
                 .collect(),
+            upstream_path: None,
+            upstream_response: DynamicResponse::ok("application/json"),
             #[cfg(feature = "fault-injection")]
             panic_path: None,
         }
+    }
+
+    /// Answers GET and HEAD at exactly `path` with the upstream's JSON.
+    pub fn with_upstream(mut self, path: &str) -> Routes {
+        self.upstream_path = Some(path.as_bytes().into());
+        self
+    }
+
+    /// The response around an upstream's JSON body.
+    pub fn upstream_response(&self) -> &DynamicResponse {
+        &self.upstream_response
     }
 
     /// Test builds only: a request for `path` panics inside the connection
@@ -159,6 +177,12 @@ impl Routes {
         if self.panic_path.as_deref() == Some(head.path) {
             panic!("fault injection: a request for a panicking route");
         }
+        if self.upstream_path.as_deref() == Some(head.path) {
+            return match head.method {
+                Method::Other => Err(ErrorStatus::MethodNotAllowed),
+                Method::Get | Method::Head => Ok(Reply::Upstream),
+            };
+        }
         let index = match (self.route_index(head.path), head.method) {
             (None, _) => return Err(ErrorStatus::NotFound),
             (Some(_), Method::Other) => return Err(ErrorStatus::MethodNotAllowed),
@@ -196,6 +220,9 @@ impl Routes {
                     .as_ref()
                     .map_or(&route.response, |revalidation| &revalidation.not_modified)
             }
+            // The exchange writes upstream answers itself, through
+            // `upstream_response`, once they arrive; until then none is owed.
+            Ok(Reply::Upstream) => &self.errors[ErrorStatus::BadGateway as usize],
             // `errors` is built from `ErrorStatus::ALL`, which lists the variants in order.
             Err(status) => &self.errors[status as usize],
         }

@@ -10,7 +10,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime};
@@ -29,9 +29,12 @@ use crate::date::DateCache;
 use crate::poller::{Poller, Tick, WAKER};
 use crate::routes::Routes;
 use crate::timeouts::CoarseClock;
+use crate::upstream::UpstreamPool;
 use uppercut::api::Envelope;
 
 const LISTEN_BACKLOG: i32 = 4096;
+/// Where `--upstream`'s JSON is served.
+pub const UPSTREAM_PATH: &str = "/io";
 
 /// Where the server is in its life; every poller and connection reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +115,10 @@ impl Server {
             listeners.push(reuseport_listener(local_addr)?);
         }
 
+        let routes = match config.upstream {
+            Some(_) => routes.with_upstream(UPSTREAM_PATH),
+            None => routes,
+        };
         let routes = Arc::new(routes);
         let state = Arc::new(ServerState::new(config.max_connections));
         let mut wakers = Vec::with_capacity(pollers);
@@ -127,8 +134,10 @@ impl Server {
                 registry: poll.registry().try_clone()?,
                 poller: format!("poller-{index}"),
                 server: Arc::clone(&state),
+                upstream_ids: AtomicU64::new(0),
             });
-            let poller = Poller::new(poll, listener, shared, config.dispatch)?;
+            let upstream = config.upstream.clone().map(UpstreamPool::new);
+            let poller = Poller::new(poll, listener, shared, config.dispatch, upstream)?;
             actors.push(poller);
         }
 
