@@ -11,6 +11,7 @@
 //! ```
 
 pub mod chunked;
+pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod date;

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use log::{info, warn};
-use uppercut_mio_server::config::{parse_args, Command, USAGE};
+use uppercut_mio_server::cli::{parse_args, Command, USAGE};
 use uppercut_mio_server::server::raise_open_files_limit;
 use uppercut_mio_server::{Routes, Server};
 
