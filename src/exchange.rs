@@ -275,4 +275,20 @@ mod tests {
             whole
         );
     }
+
+    /// The same for a chunk-size line past the limit: the route's answer (405
+    /// to this POST) in one read, 400 when a read ended inside the line past
+    /// the limit.
+    #[test]
+    fn an_oversized_chunk_size_line_gets_one_answer_however_it_arrives() {
+        let request = format!(
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
+             1;{}\r\nx\r\n0\r\n\r\n",
+            "e".repeat(MAX_HEAD_LEN)
+        );
+        let whole = feed_in_reads(request.as_bytes(), &[]);
+        assert_eq!(status_line(&whole), "HTTP/1.1 400 Bad Request");
+        let cuts = [4096, request.len() - 10];
+        assert_eq!(feed_in_reads(request.as_bytes(), &cuts), whole);
+    }
 }
