@@ -56,7 +56,7 @@ impl ChunkedDecoder {
         while pos < input.len() {
             let rest = &input[pos..];
             match self.state {
-                State::Size => match httparse::parse_chunk_size(rest) {
+                State::Size => match httparse::parse_chunk_size(up_to_limit(rest)) {
                     Ok(httparse::Status::Complete((line_len, size))) => {
                         pos += line_len;
                         self.body_len = self.body_len.saturating_add(size);
@@ -137,6 +137,12 @@ impl ChunkedDecoder {
     }
 }
 
+/// The bytes a size line may take. Nothing past the limit is parsed, so a
+/// longer size line is refused whether it arrives in one read or in several.
+fn up_to_limit(input: &[u8]) -> &[u8] {
+    &input[..input.len().min(MAX_HEAD_LEN)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +187,15 @@ mod tests {
             Err(ErrorStatus::PayloadTooLarge)
         );
         assert_eq!(decode_in_steps(b"5\r\nhel", 2), Ok(None));
+    }
+
+    /// A chunk-size line longer than the limit was refused when a read ended
+    /// inside it and accepted when it came whole: it must be refused both ways.
+    #[test]
+    fn long_size_lines_are_refused_however_they_arrive() {
+        let body = format!("1;{}\r\nx\r\n0\r\n\r\n", "e".repeat(MAX_HEAD_LEN));
+        let whole = decode_in_steps(body.as_bytes(), body.len());
+        assert_eq!(whole, Err(ErrorStatus::BadRequest));
+        assert_eq!(decode_in_steps(body.as_bytes(), 4096), whole);
     }
 }

@@ -60,10 +60,13 @@ pub enum ParsedHead<'b> {
 pub fn parse_head(buf: &[u8]) -> ParsedHead<'_> {
     let mut slots = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut []);
-    let head_len = match request.parse_with_uninit_headers(buf, &mut slots) {
-        Ok(httparse::Status::Complete(len)) if len <= MAX_HEAD_LEN => len,
+    // Never parse past the limit: bytes beyond it must not change the answer,
+    // or a head would get one status or another depending on where reads end.
+    let limited = &buf[..buf.len().min(MAX_HEAD_LEN)];
+    let head_len = match request.parse_with_uninit_headers(limited, &mut slots) {
+        Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_LEN => return ParsedHead::Partial,
-        Ok(_) => return ParsedHead::Rejected(oversized_head(buf)),
+        Ok(httparse::Status::Partial) => return ParsedHead::Rejected(oversized_head(buf)),
         Err(httparse::Error::TooManyHeaders) => {
             return ParsedHead::Rejected(ErrorStatus::HeaderFieldsTooLarge)
         }
@@ -329,5 +332,24 @@ mod tests {
             parse_head(b"GET / HTTP/1.1\r\nHost: a\r\n"),
             ParsedHead::Partial
         );
+    }
+
+    /// Found by the fuzz target: a request line past the limit with a bad
+    /// byte after the limit got 414 when a read ended before the bad byte,
+    /// and 400 when it arrived in the same read. The answer must not depend
+    /// on where reads end.
+    #[test]
+    fn oversized_heads_get_one_answer_however_they_arrive() {
+        let mut line = format!("GET /{}", "a".repeat(MAX_HEAD_LEN)).into_bytes();
+        let prefix = rejected(&line);
+        line.push(0x01);
+        assert_eq!(prefix, ErrorStatus::UriTooLong);
+        assert_eq!(rejected(&line), prefix);
+
+        let mut head = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD_LEN)).into_bytes();
+        let prefix = rejected(&head);
+        head.extend_from_slice(b"\r\n\x01\r\n");
+        assert_eq!(prefix, ErrorStatus::HeaderFieldsTooLarge);
+        assert_eq!(rejected(&head), prefix);
     }
 }
