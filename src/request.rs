@@ -160,6 +160,10 @@ fn read_headers<'b>(
     if hosts > 1 || (hosts == 0 && !http10) {
         return Err(ErrorStatus::BadRequest);
     }
+    // HTTP/1.0 has no transfer codings: its framing is faulty (RFC 9112 6.1).
+    if http10 && !matches!(transfer_encoding, TransferCoding::Absent) {
+        return Err(ErrorStatus::BadRequest);
+    }
     let body = match (transfer_encoding, content_length) {
         (TransferCoding::Absent, None | Some(0)) => BodyFraming::Empty,
         (TransferCoding::Absent, Some(length)) if length > MAX_BODY_LEN => {
@@ -176,7 +180,8 @@ fn read_headers<'b>(
     Ok(HeaderFields {
         keep_alive,
         body,
-        expect_continue: expect_continue && body != BodyFraming::Empty,
+        // An HTTP/1.0 client cannot expect 100 Continue (RFC 9110 10.1.1).
+        expect_continue: expect_continue && !http10 && body != BodyFraming::Empty,
         if_none_match,
     })
 }
@@ -278,6 +283,8 @@ mod tests {
         let expect =
             head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n");
         assert!(expect.expect_continue);
+        let http10 = head("POST / HTTP/1.0\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n");
+        assert!(!http10.expect_continue);
     }
 
     #[test]
@@ -294,8 +301,9 @@ mod tests {
     #[test]
     fn rejects_what_cannot_be_framed() {
         use ErrorStatus::*;
-        let cases: [(&str, ErrorStatus); 9] = [
+        let cases: [(&str, ErrorStatus); 10] = [
             ("GET / HTTP/1.1\r\n\r\n", BadRequest),
+            ("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", BadRequest),
             ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", BadRequest),
             ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", BadRequest),
             ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", BadRequest),
