@@ -105,10 +105,16 @@ fn serve_upstream(mut stream: TcpStream, behaviour: Behaviour) {
     }
 }
 
+/// A server whose /io asks `addr`; the upstream timeout is long, so that
+/// only the test of timeouts meets one, however loaded the machine is.
 fn with_upstream(dispatch: Dispatch, addr: SocketAddr) -> Config {
     let host = addr.to_string();
+    let upstream = UpstreamConfig {
+        timeout: Duration::from_secs(60),
+        ..UpstreamConfig::new(addr, &host, "/status")
+    };
     Config {
-        upstream: Some(UpstreamConfig::new(addr, &host, "/status")),
+        upstream: Some(upstream),
         ..config(dispatch)
     }
 }
