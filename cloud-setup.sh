@@ -78,12 +78,6 @@ EOF
 
 # ------------------------------------------------------------ arguments --
 
-usage_error() {
-    printf '%s: %s\n\n' "$PROG" "$*" >&2
-    usage >&2
-    exit 2
-}
-
 valid_port() { [[ $1 =~ ^[0-9]{1,5}$ ]] && ((10#$1 >= 1 && 10#$1 <= 65535)); }
 
 # HOST:PORT with a DNS name, IPv4 address or [IPv6] address.

@@ -57,17 +57,8 @@ needs kernel.perf_event_paranoid <= 1.
 EOF
 }
 
-say() { printf '%s\n' "$*"; }
-warn() { printf '%s: warning: %s\n' "$PROG" "$*" >&2; }
-die() {
-    printf '%s: error: %s\n' "$PROG" "$*" >&2
-    exit 1
-}
-usage_error() {
-    printf '%s: %s\n\n' "$PROG" "$*" >&2
-    usage >&2
-    exit 2
-}
+# shellcheck source=scripts/messages.sh
+. "$(dirname "$0")/../scripts/messages.sh"
 show_cmd() {
     local out="" arg
     for arg in "$@"; do

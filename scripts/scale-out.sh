@@ -47,16 +47,8 @@ Environment:
 EOF
 }
 
-say() { printf '%s\n' "$*"; }
-die() {
-    printf '%s: error: %s\n' "$PROG" "$*" >&2
-    exit 1
-}
-usage_error() {
-    printf '%s: %s\n\n' "$PROG" "$*" >&2
-    usage >&2
-    exit 2
-}
+# shellcheck source=scripts/messages.sh
+. "$(dirname "$0")/messages.sh"
 
 while (($#)); do
     if [[ $1 == --*=* ]]; then set -- "${1%%=*}" "${1#*=}" "${@:2}"; fi

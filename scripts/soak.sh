@@ -53,16 +53,9 @@ b. all N connected, 0 errors, RSS with N open <= 64 MiB; c. rps with slowloris
 EOF
 }
 
-say() { printf '%s\n' "$@"; } # one line per argument
-die() {
-    printf '%s: error: %s\n' "$PROG" "$*" >&2
-    exit 1
-}
-usage_error() {
-    printf '%s: %s\n\n' "$PROG" "$*" >&2
-    usage >&2
-    exit 2
-}
+# shellcheck source=scripts/messages.sh
+. "$(dirname "$0")/messages.sh"
+say() { printf '%s\n' "$@"; } # unlike messages.sh's: one line per argument
 
 while (($#)); do
     if [[ $1 == --*=* ]]; then set -- "${1%%=*}" "${1#*=}" "${@:2}"; fi

@@ -5,15 +5,11 @@
 
 # ---------------------------------------------------------------- output --
 
-say() { printf '%s\n' "$*"; }
+# shellcheck source=scripts/messages.sh
+. "$SETUP_DIR/../scripts/messages.sh"
 step() { printf '\n==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }
 already() { printf '    already %s\n' "$*"; }
-warn() { printf '%s: warning: %s\n' "$PROG" "$*" >&2; }
-die() {
-    printf '%s: error: %s\n' "$PROG" "$*" >&2
-    exit 1
-}
 
 # Quote a command for display so it can be pasted back into a shell.
 show_cmd() {
