@@ -123,7 +123,7 @@ fn dechunk(mut rest: &[u8], eof: bool) -> Result<Option<Bytes>, ()> {
                 (false, false) => Ok(None),
             };
         }
-        if body.len() as u64 + size > MAX_BODY_LEN {
+        if (body.len() as u64).saturating_add(size) > MAX_BODY_LEN {
             return Err(());
         }
         let size = size as usize;
@@ -193,6 +193,8 @@ mod tests {
                 false,
             ),
             ("HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n", false),
+            // A chunk size near u64::MAX must not overflow the size check.
+            ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\nffffffffffffffff\r\n", false),
         ] {
             assert_eq!(parse_str(text, eof), Parsed::Invalid, "{text:?}");
         }
