@@ -63,13 +63,6 @@ pub struct Shared {
     /// Numbers upstream requests, so a reply finds the request it answers
     /// even after its token has passed to another connection.
     pub upstream_ids: AtomicU64,
-    /// Read again after writing a batch. In `system` dispatch every wake-up
-    /// is a scheduler round trip, and a client that answers at once gets its
-    /// next request served without one (bench/run: twice the throughput). In
-    /// `local` dispatch a wake-up is nearly free, and that re-read lets one
-    /// fast client keep the poller from its other connections (p99 14.5 ms
-    /// with it, 10.2 ms without, at the same throughput).
-    pub read_after_write: bool,
 }
 
 struct Scratch {
@@ -145,7 +138,9 @@ impl Connection {
 
     /// Runs the connection until the socket would block or the exchange ends.
     /// It reads until WouldBlock before writing the batch of responses, and
-    /// then reads again only where wake-ups are dear (`read_after_write`).
+    /// reads nothing after that write: otherwise a client that answers each
+    /// response at once (wrk does) keeps the poller to itself, read, write,
+    /// read its next request, while the poller's other connections wait.
     fn drive(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
         loop {
             // Output we owe goes first. While the client does not take it,
@@ -173,7 +168,6 @@ impl Connection {
                 return Ok(Flow::Close);
             }
             let blocked = self.read_until_blocked(scratch, &date)?;
-            let answered = !scratch.output.is_empty();
             // One write for all the responses these reads produced.
             self.write_batch(&mut scratch.output)?;
             if !blocked {
@@ -183,9 +177,6 @@ impl Connection {
             if !self.output.is_empty() {
                 self.set_writable_interest(true)?;
                 return Ok(Flow::Open);
-            }
-            if self.shared.read_after_write && answered {
-                continue;
             }
             // Shutting down: a connection between requests is done. Every
             // request it sent before this read was served.

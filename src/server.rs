@@ -23,7 +23,7 @@ use uppercut::config::{Config as SystemConfig, SchedulerConfig};
 use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
-use crate::config::{Config, Dispatch};
+use crate::config::Config;
 use crate::connection::Shared;
 use crate::date::DateCache;
 use crate::poller::{Poller, Tick, WAKER};
@@ -135,7 +135,6 @@ impl Server {
                 poller: format!("poller-{index}"),
                 server: Arc::clone(&state),
                 upstream_ids: AtomicU64::new(0),
-                read_after_write: config.dispatch == Dispatch::System,
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let poller = Poller::new(poll, listener, shared, config.dispatch, upstream)?;
