@@ -21,7 +21,7 @@ use mio::{Interest, Registry, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::config::Timeouts;
-use crate::date::{DateCache, DATE_LEN};
+use crate::date::DateCache;
 use crate::exchange::{RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::Routes;
 use crate::server::{Phase, ServerState};
@@ -97,8 +97,6 @@ pub struct Connection {
     timer: ConnectionTimer,
     /// The upstream request this connection waits for.
     upstream_id: Option<u64>,
-    /// The client has closed its side (read returned 0).
-    read_closed: bool,
 }
 
 /// What a connection was woken for.
@@ -122,7 +120,6 @@ impl Connection {
             wrote: false,
             timer,
             upstream_id: None,
-            read_closed: false,
         }
     }
 
@@ -137,10 +134,6 @@ impl Connection {
     }
 
     /// Runs the connection until the socket would block or the exchange ends.
-    /// It reads until WouldBlock before writing the batch of responses, and
-    /// reads nothing after that write: otherwise a client that answers each
-    /// response at once (wrk does) keeps the poller to itself, read, write,
-    /// read its next request, while the poller's other connections wait.
     fn drive(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
         loop {
             // Output we owe goes first. While the client does not take it,
@@ -160,64 +153,32 @@ impl Connection {
             if self.stream.is_held_back() {
                 self.stream
                     .resume(&self.shared.routes, &date, &mut scratch.output);
-                self.write_batch(&mut scratch.output)?;
-                continue;
-            }
-            // The client closed its side and every request it sent is answered.
-            if self.read_closed {
-                return Ok(Flow::Close);
-            }
-            let blocked = self.read_until_blocked(scratch, &date)?;
-            // One write for all the responses these reads produced.
-            self.write_batch(&mut scratch.output)?;
-            if !blocked {
-                // The stream took what it can for now: deal with why above.
-                continue;
-            }
-            if !self.output.is_empty() {
-                self.set_writable_interest(true)?;
-                return Ok(Flow::Open);
-            }
-            // Shutting down: a connection between requests is done. Every
-            // request it sent before this read was served.
-            if self.shared.server.phase() == Phase::Draining && !self.stream.is_mid_request() {
-                return Ok(Flow::Close);
-            }
-            self.set_writable_interest(false)?;
-            return Ok(Flow::Open);
-        }
-    }
-
-    /// Reads and serves until the socket would block (true), or until the
-    /// stream can take no more for now (false): the client closed its side,
-    /// the stream closed, it waits for the upstream, or its output is at the
-    /// high-water mark.
-    fn read_until_blocked(
-        &mut self,
-        scratch: &mut Scratch,
-        date: &[u8; DATE_LEN],
-    ) -> io::Result<bool> {
-        loop {
-            match self.socket.read(&mut scratch.input) {
-                Ok(0) => {
-                    self.read_closed = true;
-                    return Ok(false);
-                }
-                Ok(len) => {
-                    let routes = &self.shared.routes;
-                    self.stream
-                        .feed(&scratch.input[..len], routes, date, &mut scratch.output);
-                    if self.stream.is_closed()
-                        || self.stream.awaiting_upstream()
-                        || scratch.output.len() >= OUTPUT_HIGH_WATER
-                    {
-                        return Ok(false);
+            } else {
+                match self.socket.read(&mut scratch.input) {
+                    Ok(0) => return Ok(Flow::Close),
+                    Ok(len) => self.stream.feed(
+                        &scratch.input[..len],
+                        &self.shared.routes,
+                        &date,
+                        &mut scratch.output,
+                    ),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        // Shutting down: a connection between requests is done.
+                        // Every request it sent before this read was served.
+                        if self.shared.server.phase() == Phase::Draining
+                            && !self.stream.is_mid_request()
+                        {
+                            return Ok(Flow::Close);
+                        }
+                        self.set_writable_interest(false)?;
+                        return Ok(Flow::Open);
                     }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(true),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
             }
+            // One write for all the responses this read produced.
+            self.write_batch(&mut scratch.output)?;
         }
     }
 
