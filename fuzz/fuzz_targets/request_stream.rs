@@ -32,14 +32,16 @@ use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use uppercut_mio_server::date::{format_imf_fixdate, DATE_LEN};
 use uppercut_mio_server::exchange::{RequestStream, OUTPUT_HIGH_WATER};
-use uppercut_mio_server::request::Method;
+use uppercut_mio_server::request::{BodyFraming, Method, RequestHead};
 use uppercut_mio_server::response::{ErrorStatus, Persistence, CONTINUE};
 use uppercut_mio_server::routes::RouteAnswer;
 use uppercut_mio_server::Routes;
 
 const STATUS_LINE: &[u8] = b"HTTP/1.1 ";
 /// The statuses this server may send.
-const STATUSES: [u16; 10] = [100, 200, 304, 400, 404, 405, 413, 414, 431, 501];
+const STATUSES: [u16; 14] = [
+    100, 200, 304, 400, 404, 405, 408, 413, 414, 431, 501, 502, 503, 504,
+];
 
 /// One response the standard routes can give, split at the end of its head.
 struct Canned {
@@ -63,7 +65,17 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
     let date = format_imf_fixdate(1_700_000_000);
     let mut answers: Vec<RouteAnswer> = ["/", "/plaintext", "/json", "/v1/user"]
         .iter()
-        .map(|path| routes.answer(Method::Get, path.as_bytes()))
+        .map(|path| {
+            routes.answer(&RequestHead {
+                method: Method::Get,
+                path: path.as_bytes(),
+                http10: false,
+                keep_alive: true,
+                body: BodyFraming::Empty,
+                expect_continue: false,
+                if_none_match: None,
+            })
+        })
         .collect();
     answers.extend(ErrorStatus::ALL.iter().map(|&status| Err(status)));
 
