@@ -25,12 +25,13 @@ import argparse
 import errno
 import heapq
 import random
-import resource
 import selectors
 import socket
 import statistics
 import sys
 import time
+
+from loadclient import descriptors_for, parse_addr
 
 
 class Conn:
@@ -44,27 +45,6 @@ class Conn:
         self.rbuf = b""
         self.got_408 = False
         self.status = None
-
-
-def parse_addr(text):
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"want HOST:PORT, got {text!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def raise_nofile(needed):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < needed:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
-            soft, hard = needed, needed
-        except (ValueError, OSError):
-            pass
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        soft = hard
-    return soft
 
 
 def main():
@@ -84,9 +64,8 @@ def main():
     if args.n < 1 or args.seconds <= 0 or args.interval <= 0:
         ap.error("N, SECONDS and --interval must be positive")
 
-    limit = raise_nofile(args.n + 64)
-    if limit < args.n + 16:
-        print(f"open-files limit {limit} is too low for {args.n} connections", file=sys.stderr)
+    limit = descriptors_for(args.n)
+    if limit is None:
         return 1
 
     host, port = args.addr
