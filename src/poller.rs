@@ -114,6 +114,11 @@ impl Poller {
         })
     }
 
+    /// This poller's actor address.
+    pub fn address(&self) -> &str {
+        &self.shared.poller
+    }
+
     fn connection_count(&self) -> usize {
         self.local.len() + self.system.len()
     }

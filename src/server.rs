@@ -240,8 +240,9 @@ fn run_system(pollers: Vec<Poller>, started: mpsc::SyncSender<Result<(), String>
             return;
         }
     };
-    for (index, poller) in pollers.into_iter().enumerate() {
-        let address = format!("poller-{index}");
+    for poller in pollers {
+        // The address its connections already send to.
+        let address = poller.address().to_string();
         run.spawn(&address, move || Box::new(poller));
         run.send(&address, Envelope::of(Tick));
     }

@@ -129,7 +129,7 @@ impl ConnectionTimer {
 
     /// What expired, if the deadline has passed.
     pub fn expired(&self, now_ms: u64) -> Option<Expiry> {
-        if now_ms < self.deadline_ms.load(Ordering::Relaxed) {
+        if !is_past(&self.deadline_ms, now_ms) {
             return None;
         }
         Some(match self.stage {
