@@ -104,7 +104,7 @@ measure() {
     local url=$1 out
     # shellcheck disable=SC2086 # WRK_ARGS holds several words on purpose
     out=$(wrk $WRK_ARGS -d"${DURATION}s" "$url")
-    local rps errors
+    local rps errors non2xx
     rps=$(awk '/^Requests\/sec/ { printf "%d", $2 }' <<<"$out")
     errors=$(awk '/Socket errors/ { n = 0; for (i = 4; i <= NF; i += 2) n += $i; print n }' <<<"$out")
     non2xx=$(awk '/Non-2xx/ { print $NF }' <<<"$out")
@@ -134,28 +134,25 @@ check() {
 }
 
 declare -A RESULTS
+# One measurement: print it, stop on errors, keep its rps under KEY.
+record() {
+    local round=$1 key=$2 label=$3 url=$4 rps errors non2xx
+    read -r rps errors non2xx < <(measure "$url")
+    printf 'round %s  %-17s %s rps  socket errors %s  non-2xx %s\n' "$round" "$label" "$rps" "$errors" "$non2xx"
+    check "$label" "$errors" "$non2xx"
+    RESULTS[$key]+="$rps "
+}
+
 for round in $(seq 1 "$ROUNDS"); do
     run_ours --upstream "http://127.0.0.1:$NGINX_PORT/status"
-    read -r rps errors non2xx < <(measure "http://127.0.0.1:$OURS_PORT/io")
+    record "$round" io_ours "ours /io" "http://127.0.0.1:$OURS_PORT/io"
     stop_ours
-    echo "round $round  ours /io           $rps rps  socket errors $errors  non-2xx $non2xx"
-    check "ours /io" "$errors" "$non2xx"
-    RESULTS[io_ours]+="$rps "
-    read -r rps errors non2xx < <(measure "http://127.0.0.1:$NGINX_PORT/status")
-    echo "round $round  nginx /status      $rps rps  socket errors $errors  non-2xx $non2xx"
-    check "nginx /status" "$errors" "$non2xx"
-    RESULTS[io_nginx]+="$rps "
+    record "$round" io_nginx "nginx /status" "http://127.0.0.1:$NGINX_PORT/status"
 
     run_ours --static-dir "$WORK/www"
-    read -r rps errors non2xx < <(measure "http://127.0.0.1:$OURS_PORT/v1-user.json")
+    record "$round" static_ours "ours static" "http://127.0.0.1:$OURS_PORT/v1-user.json"
     stop_ours
-    echo "round $round  ours static        $rps rps  socket errors $errors  non-2xx $non2xx"
-    check "ours static" "$errors" "$non2xx"
-    RESULTS[static_ours]+="$rps "
-    read -r rps errors non2xx < <(measure "http://127.0.0.1:$NGINX_PORT/v1-user.json")
-    echo "round $round  nginx static       $rps rps  socket errors $errors  non-2xx $non2xx"
-    check "nginx static" "$errors" "$non2xx"
-    RESULTS[static_nginx]+="$rps "
+    record "$round" static_nginx "nginx static" "http://127.0.0.1:$NGINX_PORT/v1-user.json"
 done
 
 echo
