@@ -39,6 +39,11 @@ const MAX_DISCARD_ON_CLOSE: usize = 64 * 1024;
 #[derive(Debug)]
 pub struct Ready;
 
+/// Readiness envelope for a socket whose peer has closed its side, or that
+/// has an error: read it to the end, as no further edge will come.
+#[derive(Debug)]
+pub struct Hangup;
+
 /// The poller's sweep found the connection's deadline passed: check it and,
 /// if it still stands, time the connection out.
 #[derive(Debug)]
@@ -97,6 +102,9 @@ pub struct Connection {
     timer: ConnectionTimer,
     /// The upstream request this connection waits for.
     upstream_id: Option<u64>,
+    /// The peer closed its side or the socket failed: no further readiness
+    /// edge will come, so reads go on to the end.
+    hung_up: bool,
 }
 
 /// What a connection was woken for.
@@ -120,6 +128,7 @@ impl Connection {
             wrote: false,
             timer,
             upstream_id: None,
+            hung_up: false,
         }
     }
 
@@ -133,8 +142,16 @@ impl Connection {
         self.timer.expired(now_ms).is_some()
     }
 
-    /// Runs the connection until the socket would block or the exchange ends.
+    /// Runs the connection until its input is used up or the exchange ends.
+    ///
+    /// A read shorter than the buffer emptied the socket's receive queue, and
+    /// with edge-triggered readiness anything the client sends after it raises
+    /// a fresh edge. So the connection stops there rather than spend a read on
+    /// `WouldBlock`, or serve this client's next request ahead of the others
+    /// woken by the same poll. Only after a hangup, whose edge has been
+    /// consumed, does it read on to the end.
     fn drive(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
+        let mut input_used_up = false;
         loop {
             // Output we owe goes first. While the client does not take it,
             // read nothing more: that is the backpressure.
@@ -153,26 +170,21 @@ impl Connection {
             if self.stream.is_held_back() {
                 self.stream
                     .resume(&self.shared.routes, &date, &mut scratch.output);
+            } else if input_used_up {
+                return self.wait_for_input();
             } else {
                 match self.socket.read(&mut scratch.input) {
                     Ok(0) => return Ok(Flow::Close),
-                    Ok(len) => self.stream.feed(
-                        &scratch.input[..len],
-                        &self.shared.routes,
-                        &date,
-                        &mut scratch.output,
-                    ),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        // Shutting down: a connection between requests is done.
-                        // Every request it sent before this read was served.
-                        if self.shared.server.phase() == Phase::Draining
-                            && !self.stream.is_mid_request()
-                        {
-                            return Ok(Flow::Close);
-                        }
-                        self.set_writable_interest(false)?;
-                        return Ok(Flow::Open);
+                    Ok(len) => {
+                        input_used_up = len < scratch.input.len() && !self.hung_up;
+                        self.stream.feed(
+                            &scratch.input[..len],
+                            &self.shared.routes,
+                            &date,
+                            &mut scratch.output,
+                        );
                     }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return self.wait_for_input(),
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 }
@@ -180,6 +192,17 @@ impl Connection {
             // One write for all the responses this read produced.
             self.write_batch(&mut scratch.output)?;
         }
+    }
+
+    /// Everything read so far is served: wait for the next readiness edge.
+    fn wait_for_input(&mut self) -> io::Result<Flow> {
+        // Shutting down: a connection between requests is done. Every request
+        // it sent before this point was served.
+        if self.shared.server.phase() == Phase::Draining && !self.stream.is_mid_request() {
+            return Ok(Flow::Close);
+        }
+        self.set_writable_interest(false)?;
+        Ok(Flow::Open)
     }
 
     /// The upstream answered: write its response, then carry on.
@@ -302,6 +325,9 @@ impl AnyActor for Connection {
     fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
         let message = envelope.message;
         let wake = if message.is::<Ready>() {
+            Wake::Ready
+        } else if message.is::<Hangup>() {
+            self.hung_up = true;
             Wake::Ready
         } else if message.is::<Expire>() {
             Wake::Expire

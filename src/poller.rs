@@ -24,7 +24,7 @@ use mio::{Events, Interest, Poll, Token};
 use uppercut::api::{Actor, AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
-use crate::connection::{Closed, Connection, Expire, Ready, Shared};
+use crate::connection::{Closed, Connection, Expire, Hangup, Ready, Shared};
 use crate::local_dispatch::deliver_locally;
 use crate::server::Phase;
 use crate::slab::Slab;
@@ -151,6 +151,9 @@ impl Poller {
                     if let Some(pool) = &mut self.upstream {
                         pool.on_event(token, self.poll.registry());
                     }
+                }
+                Token(key) if event.is_read_closed() || event.is_error() => {
+                    self.deliver(key, Envelope::of(Hangup), sender)
                 }
                 Token(key) => self.deliver(key, Envelope::of(Ready), sender),
             }
