@@ -10,6 +10,7 @@
 //! server.join();
 //! ```
 
+pub mod balance;
 pub mod chunked;
 pub mod cli;
 pub mod config;
