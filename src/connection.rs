@@ -20,7 +20,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
-use crate::config::Timeouts;
+use crate::config::{Dispatch, Timeouts};
 use crate::date::DateCache;
 use crate::exchange::{RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::Routes;
@@ -60,6 +60,7 @@ pub struct Shared {
     pub date: DateCache,
     pub clock: CoarseClock,
     pub timeouts: Timeouts,
+    pub dispatch: Dispatch,
     /// The poller's registry, to ask for WRITABLE while output is backed up.
     pub registry: Registry,
     /// The poller's actor address.
@@ -146,10 +147,14 @@ impl Connection {
     ///
     /// A read shorter than the buffer emptied the socket's receive queue, and
     /// with edge-triggered readiness anything the client sends after it raises
-    /// a fresh edge. So the connection stops there rather than spend a read on
-    /// `WouldBlock`, or serve this client's next request ahead of the others
-    /// woken by the same poll. Only after a hangup, whose edge has been
-    /// consumed, does it read on to the end.
+    /// a fresh edge. So in `local` dispatch the connection stops there rather
+    /// than spend a read on `WouldBlock`, or serve this client's next request
+    /// ahead of the others woken by the same poll. In `system` dispatch each
+    /// wake-up is an envelope through the uppercut scheduler, which costs far
+    /// more than a read, so the connection reads on until `WouldBlock`,
+    /// serving what the client sent meanwhile (stopping at the short read cut
+    /// `system` from 0.69 to 0.35 of `local`'s throughput). After a hangup,
+    /// whose edge has been consumed, it always reads on to the end.
     fn drive(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
         let mut input_used_up = false;
         loop {
@@ -176,7 +181,9 @@ impl Connection {
                 match self.socket.read(&mut scratch.input) {
                     Ok(0) => return Ok(Flow::Close),
                     Ok(len) => {
-                        input_used_up = len < scratch.input.len() && !self.hung_up;
+                        input_used_up = len < scratch.input.len()
+                            && self.shared.dispatch == Dispatch::Local
+                            && !self.hung_up;
                         self.stream.feed(
                             &scratch.input[..len],
                             &self.shared.routes,

@@ -69,7 +69,6 @@ pub struct Poller {
     /// None once the server drains.
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
-    dispatch: Dispatch,
     /// `local` dispatch: the connection actors themselves.
     local: Slab<Connection>,
     /// `system` dispatch: where the connection actors are.
@@ -95,7 +94,6 @@ impl Poller {
         index: usize,
         mut listener: TcpListener,
         shared: Arc<Shared>,
-        dispatch: Dispatch,
         upstream: Option<UpstreamPool>,
     ) -> io::Result<Poller> {
         poll.registry()
@@ -106,7 +104,6 @@ impl Poller {
             events: Some(Events::with_capacity(EVENTS_CAPACITY)),
             listener: Some(listener),
             shared,
-            dispatch,
             local: Slab::default(),
             system: Slab::default(),
             spawned: 0,
@@ -202,7 +199,7 @@ impl Poller {
                     id: request.id,
                     result,
                 });
-                match self.dispatch {
+                match self.shared.dispatch {
                     Dispatch::Local => self.deliver(request.token.0, reply, sender),
                     Dispatch::System => sender.send(&request.reply_to, reply),
                 }
@@ -241,7 +238,7 @@ impl Poller {
         if let Err(e) = socket.set_nodelay(true) {
             debug!("set_nodelay: {e}");
         }
-        let key = match self.dispatch {
+        let key = match self.shared.dispatch {
             Dispatch::Local => self.local.vacant_key(),
             Dispatch::System => self.system.vacant_key(),
         };
@@ -256,7 +253,7 @@ impl Poller {
             return;
         }
         let connection = Connection::new(socket, token, Arc::clone(&self.shared));
-        match self.dispatch {
+        match self.shared.dispatch {
             Dispatch::Local => {
                 self.local.insert(connection);
             }
@@ -272,7 +269,7 @@ impl Poller {
     }
 
     fn deliver(&mut self, key: usize, envelope: Envelope, sender: &mut dyn AnySender) {
-        match self.dispatch {
+        match self.shared.dispatch {
             Dispatch::Local => {
                 let Some(connection) = self.local.get_mut(key) else {
                     return;
@@ -325,7 +322,7 @@ impl Poller {
             debug!("deregister listener: {e}");
         }
         drop(listener);
-        let keys: Vec<usize> = match self.dispatch {
+        let keys: Vec<usize> = match self.shared.dispatch {
             Dispatch::Local => self.local.iter().map(|(key, _)| key).collect(),
             Dispatch::System => self.system.iter().map(|(key, _)| key).collect(),
         };
@@ -401,7 +398,7 @@ impl AnyActor for Poller {
             }
             Phase::Stopping => return self.stop(sender),
         }
-        match self.dispatch {
+        match self.shared.dispatch {
             Dispatch::Local => self.run_local(sender),
             Dispatch::System => self.run_system(sender),
         }

@@ -107,6 +107,7 @@ impl Server {
                 date: DateCache::new(SystemTime::now()),
                 clock: CoarseClock::new(),
                 timeouts: config.timeouts,
+                dispatch: config.dispatch,
                 registry: poll.registry().try_clone()?,
                 poller: format!("poller-{index}"),
                 server: Arc::clone(&state),
@@ -115,7 +116,7 @@ impl Server {
             // Every poller watches the same listening socket.
             let listener = TcpListener::from_std(listener.try_clone()?);
             let upstream = config.upstream.clone().map(UpstreamPool::new);
-            let poller = Poller::new(poll, index, listener, shared, config.dispatch, upstream)?;
+            let poller = Poller::new(poll, index, listener, shared, upstream)?;
             actors.push(poller);
         }
         drop(listener);
