@@ -15,8 +15,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
                            [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000)
-  --pollers N               event loops; they share the listening socket, and the one
-                            holding the fewest connections accepts the next
+  --pollers N               event loops, each with its own SO_REUSEPORT listener
                             (default: the number of available cores)
   --dispatch local|system   how readiness reaches connection actors: directly from
                             their poller (local, default) or through the uppercut

@@ -10,7 +10,6 @@
 //! server.join();
 //! ```
 
-pub mod balance;
 pub mod chunked;
 pub mod cli;
 pub mod config;

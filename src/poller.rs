@@ -1,7 +1,6 @@
-//! The poller actor: one mio event loop. It accepts connections from the
-//! listening socket all pollers share when its turn comes (see `balance`),
-//! registers them on its `Poll`, and turns readiness events into envelopes
-//! for their connection actors, in one of two ways:
+//! The poller actor: one mio event loop with its own SO_REUSEPORT listener.
+//! It accepts connections, registers them on its `Poll`, and turns readiness
+//! events into envelopes for their connection actors, in one of two ways:
 //!
 //! - `local`: the poller owns its connections in a slab keyed by token and
 //!   hands each envelope to the actor directly, through its own `AnySender`,
@@ -63,8 +62,6 @@ struct SpawnedConnection {
 
 pub struct Poller {
     poll: Poll,
-    /// This poller's place among the server's pollers.
-    index: usize,
     events: Option<Events>,
     /// None once the server drains.
     listener: Option<TcpListener>,
@@ -91,7 +88,6 @@ pub struct Poller {
 impl Poller {
     pub fn new(
         poll: Poll,
-        index: usize,
         mut listener: TcpListener,
         shared: Arc<Shared>,
         upstream: Option<UpstreamPool>,
@@ -100,7 +96,6 @@ impl Poller {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         Ok(Poller {
             poll,
-            index,
             events: Some(Events::with_capacity(EVENTS_CAPACITY)),
             listener: Some(listener),
             shared,
@@ -147,8 +142,8 @@ impl Poller {
         let found = !events.is_empty();
         for event in events.iter() {
             match event.token() {
-                // A waker is also how another poller hands this one its turn to accept.
-                LISTENER | WAKER => self.accept(sender),
+                LISTENER => self.accept(sender),
+                WAKER => {}
                 token if token.0 >= upstream::FIRST_TOKEN => {
                     if let Some(pool) = &mut self.upstream {
                         pool.on_event(token, self.poll.registry());
@@ -212,9 +207,6 @@ impl Poller {
             let Some(listener) = &self.listener else {
                 return;
             };
-            if !self.shared.server.balance.take_turn(self.index) {
-                return;
-            }
             match listener.accept() {
                 Ok((socket, _)) => self.adopt(socket, sender),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
@@ -232,7 +224,7 @@ impl Poller {
 
     fn adopt(&mut self, mut socket: TcpStream, sender: &mut dyn AnySender) {
         // Past the limit the connection is closed at once: dropped here.
-        if !self.shared.server.balance.admit(self.index) {
+        if !self.shared.server.admit() {
             return;
         }
         if let Err(e) = socket.set_nodelay(true) {
@@ -249,7 +241,7 @@ impl Poller {
             .register(&mut socket, token, Interest::READABLE)
         {
             warn!("register failed: {e}");
-            self.shared.server.balance.release(self.index, 1);
+            self.shared.server.release(1);
             return;
         }
         let connection = Connection::new(socket, token, Arc::clone(&self.shared));
@@ -278,7 +270,7 @@ impl Poller {
                     // Dropping the connection closes its socket, which also
                     // removes it from the poll set.
                     self.local.remove(key);
-                    self.shared.server.balance.release(self.index, 1);
+                    self.shared.server.release(1);
                 }
             }
             Dispatch::System => {
@@ -361,10 +353,7 @@ impl Poller {
 
     /// Closes every connection and stops this actor.
     fn stop(&mut self, sender: &mut dyn AnySender) {
-        self.shared
-            .server
-            .balance
-            .release(self.index, self.connection_count());
+        self.shared.server.release(self.connection_count());
         drop(self.local.drain());
         for connection in self.system.drain() {
             sender.stop(&connection.address);
@@ -377,7 +366,7 @@ impl AnyActor for Poller {
     fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
         if let Some(Closed(token)) = envelope.message.downcast_ref::<Closed>() {
             if self.system.remove(token.0).is_some() {
-                self.shared.server.balance.release(self.index, 1);
+                self.shared.server.release(1);
             }
             return;
         }

@@ -1,5 +1,5 @@
-//! Starting and stopping a server: the listening socket, the pollers that
-//! share it, and the uppercut system that runs the pollers.
+//! Starting and stopping a server: the SO_REUSEPORT listeners, one poller per
+//! listener, and the uppercut system that runs the pollers.
 //!
 //! Uppercut's actor workers spin on `try_recv` whenever they have no actor to
 //! run, so the system gets exactly one worker per poller: each worker spends
@@ -10,7 +10,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime};
@@ -23,7 +23,6 @@ use uppercut::config::{Config as SystemConfig, SchedulerConfig};
 use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
-use crate::balance::Balance;
 use crate::config::Config;
 use crate::connection::Shared;
 use crate::date::DateCache;
@@ -47,13 +46,22 @@ pub enum Phase {
     Stopping,
 }
 
-/// What all pollers share: the phase, and the connections they hold.
+/// What all pollers share: the phase and the count of open connections.
 pub struct ServerState {
     phase: AtomicU8,
-    pub balance: Balance,
+    open_connections: AtomicUsize,
+    max_connections: usize,
 }
 
 impl ServerState {
+    fn new(max_connections: usize) -> ServerState {
+        ServerState {
+            phase: AtomicU8::new(Phase::Running as u8),
+            open_connections: AtomicUsize::new(0),
+            max_connections,
+        }
+    }
+
     pub fn phase(&self) -> Phase {
         match self.phase.load(Ordering::Relaxed) {
             0 => Phase::Running,
@@ -65,6 +73,21 @@ impl ServerState {
     fn set_phase(&self, phase: Phase) {
         self.phase.fetch_max(phase as u8, Ordering::Relaxed);
     }
+
+    /// Counts a new connection in, unless the server is full.
+    pub fn admit(&self) -> bool {
+        let open = self.open_connections.fetch_add(1, Ordering::Relaxed);
+        if open >= self.max_connections {
+            self.release(1);
+            return false;
+        }
+        true
+    }
+
+    pub fn release(&self, connections: usize) {
+        self.open_connections
+            .fetch_sub(connections, Ordering::Relaxed);
+    }
 }
 
 /// A running server. Dropping it stops it at once; `shutdown` lets the
@@ -72,36 +95,37 @@ impl ServerState {
 pub struct Server {
     local_addr: SocketAddr,
     state: Arc<ServerState>,
+    wakers: Vec<Waker>,
     system: Option<JoinHandle<()>>,
     /// Disconnects when the actor system has ended.
     ended: mpsc::Receiver<()>,
 }
 
 impl Server {
-    /// Binds the listening socket and starts the pollers; returns once the server
+    /// Binds the listeners and starts the pollers; returns once the server
     /// accepts connections.
     pub fn start(config: &Config, routes: Routes) -> io::Result<Server> {
-        let listener = listen(config.bind)?;
-        let local_addr = listener.local_addr()?;
+        let pollers = config.pollers.max(1);
+        // Bind the first listener alone so that port 0 resolves to one port
+        // that the others then share.
+        let first = reuseport_listener(config.bind)?;
+        let local_addr = first.local_addr()?;
+        let mut listeners = vec![first];
+        for _ in 1..pollers {
+            listeners.push(reuseport_listener(local_addr)?);
+        }
+
         let routes = match config.upstream {
             Some(_) => routes.with_upstream(UPSTREAM_PATH),
             None => routes,
         };
         let routes = Arc::new(routes);
-
-        let polls = (0..config.pollers.max(1))
-            .map(|_| Poll::new())
-            .collect::<io::Result<Vec<_>>>()?;
-        let wakers = polls
-            .iter()
-            .map(|poll| Waker::new(poll.registry(), WAKER))
-            .collect::<io::Result<Vec<_>>>()?;
-        let state = Arc::new(ServerState {
-            phase: AtomicU8::new(Phase::Running as u8),
-            balance: Balance::new(wakers, config.max_connections),
-        });
-        let mut actors = Vec::with_capacity(polls.len());
-        for (index, poll) in polls.into_iter().enumerate() {
+        let state = Arc::new(ServerState::new(config.max_connections));
+        let mut wakers = Vec::with_capacity(pollers);
+        let mut actors = Vec::with_capacity(pollers);
+        for (index, listener) in listeners.into_iter().enumerate() {
+            let poll = Poll::new()?;
+            wakers.push(Waker::new(poll.registry(), WAKER)?);
             let shared = Arc::new(Shared {
                 routes: Arc::clone(&routes),
                 date: DateCache::new(SystemTime::now()),
@@ -113,13 +137,10 @@ impl Server {
                 server: Arc::clone(&state),
                 upstream_ids: AtomicU64::new(0),
             });
-            // Every poller watches the same listening socket.
-            let listener = TcpListener::from_std(listener.try_clone()?);
             let upstream = config.upstream.clone().map(UpstreamPool::new);
-            let poller = Poller::new(poll, index, listener, shared, upstream)?;
+            let poller = Poller::new(poll, listener, shared, upstream)?;
             actors.push(poller);
         }
-        drop(listener);
 
         let (started_tx, started_rx) = mpsc::sync_channel(1);
         let (ended_tx, ended) = mpsc::channel();
@@ -133,6 +154,7 @@ impl Server {
             Ok(Ok(())) => Ok(Server {
                 local_addr,
                 state,
+                wakers,
                 system: Some(system),
                 ended,
             }),
@@ -145,11 +167,6 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
-    }
-
-    /// Open connections held by each poller, in poller order.
-    pub fn connections_per_poller(&self) -> Vec<usize> {
-        self.state.balance.open_per_poller()
     }
 
     /// Blocks until the server stops.
@@ -186,7 +203,11 @@ impl Server {
 
     fn enter(&self, phase: Phase) {
         self.state.set_phase(phase);
-        self.state.balance.wake_all();
+        for waker in &self.wakers {
+            if let Err(e) = waker.wake() {
+                error!("waking a poller: {e}");
+            }
+        }
     }
 }
 
@@ -258,15 +279,16 @@ fn unpin_pool_threads(pool: &ThreadPool) {
     barrier.wait();
 }
 
-/// The non-blocking listening socket all pollers share. (std's `bind`
-/// would fix the backlog at 128.)
-fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+/// A non-blocking listener with SO_REUSEPORT, so the kernel spreads incoming
+/// connections over the pollers' listeners.
+fn reuseport_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(LISTEN_BACKLOG)?;
-    Ok(socket.into())
+    Ok(TcpListener::from_std(socket.into()))
 }
 
 /// Raises the open-files soft limit to the hard limit: every connection is a

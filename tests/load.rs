@@ -6,10 +6,10 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::thread;
 
-use common::{assert_response, config, start, start_with, Client};
+use common::{assert_response, start, Client};
 use socket2::{Domain, Socket, Type};
 use uppercut_mio_server::server::raise_open_files_limit;
-use uppercut_mio_server::{Config, Dispatch, Routes};
+use uppercut_mio_server::Dispatch;
 
 const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
     Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
@@ -80,31 +80,7 @@ fn serves_500_concurrent_connections(dispatch: Dispatch) {
     }
 }
 
-/// Keep-alive connections spread evenly over the pollers, whatever their
-/// addresses hash to: each connection goes to a poller holding the fewest.
-fn spreads_connections_evenly_over_pollers(dispatch: Dispatch) {
-    let server = start_with(
-        &Config {
-            pollers: 3,
-            ..config(dispatch)
-        },
-        Routes::standard(),
-    );
-    // One at a time: each is accepted (it was answered) before the next comes.
-    let clients: Vec<Client> = (0..60)
-        .map(|_| {
-            let mut client = Client::connect(server.local_addr());
-            client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-            assert_response(&client.response(false), HELLO);
-            client
-        })
-        .collect();
-    assert_eq!(server.connections_per_poller(), vec![20, 20, 20]);
-    drop(clients);
-}
-
 in_both_modes!(
     slow_reader_gets_every_byte,
-    serves_500_concurrent_connections,
-    spreads_connections_evenly_over_pollers
+    serves_500_concurrent_connections
 );
