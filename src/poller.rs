@@ -34,11 +34,12 @@ use crate::upstream::{self, UpstreamPool, UpstreamReply, UpstreamRequest};
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
 
-/// Longest a poller blocks in `poll` before handing its worker back to the
-/// scheduler. Each hand-back costs about 3 ms of a worker spinning on
-/// `try_recv` while the scheduler wakes up, so an idle poller makes it only
-/// once a second. (The Date cache is refreshed after every wake-up, and a stop
-/// wakes the poller at once, so neither depends on this timeout.)
+/// Longest a poller with connections blocks in `poll` before handing its
+/// worker back to the scheduler: its connections' deadlines are swept once a
+/// second. Each hand-back costs about 3 ms of a worker spinning on `try_recv`
+/// while the scheduler wakes up, so it is no more often than that. (The Date
+/// cache is refreshed after every wake-up, and a stop wakes the poller at
+/// once, so neither depends on this timeout.)
 const POLL_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest a busy `local` poller keeps its worker before yielding. Each yield
 /// costs a spinning worker while the scheduler thread, which needs a core too,
@@ -121,18 +122,23 @@ impl Poller {
     }
 
     /// Polls once and handles what it finds; false when nothing was ready.
+    /// A poller without connections has nothing to sweep, so it blocks until a
+    /// connection, a waker or the end of an accept pause: an idle server does
+    /// not hand its workers back to the scheduler at all.
     fn poll_once(&mut self, timeout: Duration, sender: &mut dyn AnySender) -> bool {
         let mut events = self
             .events
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
+        let timeout = (self.connection_count() > 0).then_some(timeout);
         let timeout = match self.accept_paused_until_ms {
-            Some(until) => timeout.min(Duration::from_millis(
-                until.saturating_sub(self.shared.clock.now_ms()),
-            )),
+            Some(until) => {
+                let pause = until.saturating_sub(self.shared.clock.now_ms());
+                Some(Duration::from_millis(pause).min(timeout.unwrap_or(Duration::MAX)))
+            }
             None => timeout,
         };
-        if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+        if let Err(e) = self.poll.poll(&mut events, timeout) {
             if e.kind() != ErrorKind::Interrupted {
                 warn!("poll failed: {e}");
             }
