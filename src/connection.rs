@@ -314,7 +314,7 @@ impl Connection {
 }
 
 /// Writes from `data` until done or the socket would block; returns the count.
-fn write_until_blocked(socket: &mut TcpStream, data: &[u8]) -> io::Result<usize> {
+pub fn write_until_blocked(socket: &mut TcpStream, data: &[u8]) -> io::Result<usize> {
     let mut written = 0;
     while written < data.len() {
         match socket.write(&data[written..]) {

@@ -228,7 +228,7 @@ fn parse_content_length(value: &[u8]) -> Option<u64> {
 }
 
 /// The non-empty, trimmed items of a comma-separated header value.
-fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value
         .split(|&b| b == b',')
         .map(<[u8]>::trim_ascii)

@@ -5,7 +5,7 @@
 //! breaks is dropped, and the next request that needs one opens a new one.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::mem;
 
 use bytes::{Bytes, BytesMut};
@@ -14,6 +14,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::config::UpstreamConfig;
+use crate::connection::write_until_blocked;
 use crate::json;
 use crate::response::ErrorStatus;
 use crate::slab::Slab;
@@ -174,14 +175,12 @@ impl UpstreamPool {
                 _ => self.drop_link(key, registry),
             };
         }
-        while link.written < self.request_bytes.len() {
-            match link.socket.write(&self.request_bytes[link.written..]) {
-                Ok(0) => return self.fail(key, registry),
-                Ok(len) => link.written += len,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => return self.fail(key, registry),
-            }
+        match write_until_blocked(&mut link.socket, &self.request_bytes[link.written..]) {
+            Ok(len) => link.written += len,
+            Err(_) => return self.fail(key, registry),
+        }
+        if link.written < self.request_bytes.len() {
+            return;
         }
         let mut eof = false;
         let mut chunk = [0u8; 16 * 1024];

@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::request::{MAX_BODY_LEN, MAX_HEAD_LEN};
+use crate::request::{list_items, MAX_BODY_LEN, MAX_HEAD_LEN};
 
 const MAX_HEADERS: usize = 64;
 
@@ -66,7 +66,7 @@ pub fn parse(buf: &BytesMut, eof: bool) -> Parsed {
                 return Parsed::Invalid;
             };
         } else if header.name.eq_ignore_ascii_case("connection") {
-            for option in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            for option in list_items(value) {
                 keep_alive &= !option.eq_ignore_ascii_case(b"close");
                 keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
             }
