@@ -226,6 +226,7 @@ mod tests {
             header: Duration::from_millis(500),
             keepalive: Duration::from_secs(120),
             write: Duration::from_secs(3),
+            ..Timeouts::default()
         };
         assert_eq!(config.timeouts, timeouts);
         assert_eq!(config.max_connections, 7);

@@ -33,6 +33,10 @@ pub struct Timeouts {
     pub keepalive: Duration,
     /// Without write progress while output is backed up.
     pub write: Duration,
+    /// How often a poller looks for connections past their deadline, and so
+    /// the longest it blocks in `poll` while it has connections. Nothing else
+    /// waits for a poller's timeout, so tests lengthen it to prove that.
+    pub sweep: Duration,
 }
 
 impl Default for Timeouts {
@@ -41,6 +45,7 @@ impl Default for Timeouts {
             header: Duration::from_secs(10),
             keepalive: Duration::from_secs(75),
             write: Duration::from_secs(30),
+            sweep: Duration::from_secs(1),
         }
     }
 }

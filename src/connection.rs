@@ -10,66 +10,30 @@
 //! served in one read allocates nothing.
 
 use std::cell::RefCell;
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
 use log::debug;
 use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Interest, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
-use crate::config::{Dispatch, Timeouts};
-use crate::date::DateCache;
+use crate::config::Dispatch;
 use crate::exchange::{RequestStream, OUTPUT_HIGH_WATER};
-use crate::routes::Routes;
-use crate::server::{Phase, ServerState};
-use crate::timeouts::{Activity, CoarseClock, ConnectionTimer, Expiry};
+use crate::server::Phase;
+use crate::shared::Shared;
+use crate::socket::write_until_blocked;
+use crate::timeouts::{Activity, ConnectionTimer, Expiry};
 use crate::upstream::{UpstreamReply, UpstreamRequest};
+use crate::wakeup::{Closed, Mailbox, Tick, Wake, EXPIRE, HANGUP, READY, UPSTREAM};
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
 /// Unread input discarded before closing, so the close is a FIN rather than a
 /// reset that could destroy the last response before the client reads it.
 const MAX_DISCARD_ON_CLOSE: usize = 64 * 1024;
-
-/// Readiness envelope: the socket may be readable or writable. A unit struct,
-/// so boxing it into an envelope allocates nothing.
-#[derive(Debug)]
-pub struct Ready;
-
-/// Readiness envelope for a socket whose peer has closed its side, or that
-/// has an error: read it to the end, as no further edge will come.
-#[derive(Debug)]
-pub struct Hangup;
-
-/// The poller's sweep found the connection's deadline passed: check it and,
-/// if it still stands, time the connection out.
-#[derive(Debug)]
-pub struct Expire;
-
-/// Sent to the poller (in `system` dispatch) when a connection actor is gone,
-/// so it frees the token.
-#[derive(Debug)]
-pub struct Closed(pub Token);
-
-/// What a poller shares with each of its connections.
-pub struct Shared {
-    pub routes: Arc<Routes>,
-    pub date: DateCache,
-    pub clock: CoarseClock,
-    pub timeouts: Timeouts,
-    pub dispatch: Dispatch,
-    /// The poller's registry, to ask for WRITABLE while output is backed up.
-    pub registry: Registry,
-    /// The poller's actor address.
-    pub poller: String,
-    pub server: Arc<ServerState>,
-    /// Numbers upstream requests, so a reply finds the request it answers
-    /// even after its token has passed to another connection.
-    pub upstream_ids: AtomicU64,
-}
 
 struct Scratch {
     input: Box<[u8]>,
@@ -106,13 +70,8 @@ pub struct Connection {
     /// The peer closed its side or the socket failed: no further readiness
     /// edge will come, so reads go on to the end.
     hung_up: bool,
-}
-
-/// What a connection was woken for.
-enum Wake {
-    Ready,
-    Expire,
-    Upstream(UpstreamReply),
+    /// What the poller has posted for this connection.
+    mailbox: Arc<Mailbox>,
 }
 
 impl Connection {
@@ -130,7 +89,13 @@ impl Connection {
             timer,
             upstream_id: None,
             hung_up: false,
+            mailbox: Arc::default(),
         }
+    }
+
+    /// Where the poller posts what happened to this connection.
+    pub fn mailbox(&self) -> &Arc<Mailbox> {
+        &self.mailbox
     }
 
     /// The deadline a `system` poller's sweep reads.
@@ -237,7 +202,6 @@ impl Connection {
         let request = UpstreamRequest {
             id,
             token: self.token,
-            reply_to: sender.me().to_string(),
         };
         sender.send(&self.shared.poller, Envelope::of(request));
     }
@@ -298,6 +262,83 @@ impl Connection {
         Ok(())
     }
 
+    /// Handles everything the poller posted: the upstream's answer first (it
+    /// may release pipelined requests), then readiness, then the deadline,
+    /// which the work before it may have moved.
+    fn handle(&mut self, posted: u8) -> io::Result<Flow> {
+        self.hung_up |= posted & HANGUP != 0;
+        self.wrote = false;
+        SCRATCH.with(|scratch| {
+            let scratch = &mut *scratch.borrow_mut();
+            // The scratch is shared by every connection on this thread: never
+            // trust what a previous user (or a panic) left in it.
+            scratch.output.clear();
+            let mut flow = Ok(Flow::Open);
+            if posted & UPSTREAM != 0 {
+                if let Some(reply) = self.mailbox.take_upstream() {
+                    if self.upstream_id == Some(reply.id) {
+                        flow = self.complete_upstream(reply, scratch);
+                    }
+                }
+            }
+            if matches!(flow, Ok(Flow::Open)) && posted & (READY | HANGUP) != 0 {
+                flow = self.drive(scratch);
+            }
+            if matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
+                // Judge the deadline by what the connection is doing now, but
+                // only move it for work done: a silent client stays in its
+                // first request's stage and gets its 408.
+                if posted != EXPIRE {
+                    self.note_activity();
+                }
+                flow = self.expire(scratch);
+            }
+            if matches!(flow, Ok(Flow::Open)) {
+                self.note_activity();
+            } else {
+                self.discard_unread(scratch);
+            }
+            flow
+        })
+    }
+
+    /// Moves the deadline to what the connection is doing now.
+    fn note_activity(&mut self) {
+        let activity = Activity {
+            mid_request: self.stream.is_mid_request(),
+            responses: self.stream.responses(),
+            backed_up: !self.output.is_empty(),
+            wrote: self.wrote,
+        };
+        let now = self.shared.clock.now_ms();
+        self.timer.update(now, activity, &self.shared.timeouts);
+    }
+
+    /// `system` dispatch: this wake is done; the last one hands the poller
+    /// its `Tick` back.
+    fn handled(&self, wakes: usize, sender: &mut dyn AnySender) {
+        hand_back(&self.shared, wakes, sender);
+    }
+
+    /// Ends the connection. In `system` dispatch its token may be reused
+    /// before uppercut drops the actor (and the socket), so the socket leaves
+    /// the poll set now.
+    fn close(&mut self, sender: &mut dyn AnySender) {
+        let unhandled = usize::from(self.mailbox.close());
+        // In `local` dispatch the poller drops the connection, socket and
+        // all, as soon as this returns.
+        if self.shared.dispatch == Dispatch::System {
+            if let Err(e) = self.shared.registry.deregister(&mut self.socket) {
+                debug!("deregister {:?}: {e}", self.token);
+            }
+            // Sent before the wake is handed back, so it reaches the poller
+            // before its next `Tick`.
+            sender.send(&self.shared.poller, Envelope::of(Closed(self.token)));
+        }
+        sender.stop(sender.me());
+        self.handled(1 + unhandled, sender);
+    }
+
     /// Reads and drops what the client already sent, so that closing the
     /// socket sends a FIN after our last response rather than a reset.
     fn discard_unread(&mut self, scratch: &mut Scratch) {
@@ -313,90 +354,46 @@ impl Connection {
     }
 }
 
-/// Writes from `data` until done or the socket would block; returns the count.
-pub fn write_until_blocked(socket: &mut TcpStream, data: &[u8]) -> io::Result<usize> {
-    let mut written = 0;
-    while written < data.len() {
-        match socket.write(&data[written..]) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(len) => written += len,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(written)
-}
-
 impl AnyActor for Connection {
     fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
-        let message = envelope.message;
-        let wake = if message.is::<Ready>() {
-            Wake::Ready
-        } else if message.is::<Hangup>() {
-            self.hung_up = true;
-            Wake::Ready
-        } else if message.is::<Expire>() {
-            Wake::Expire
-        } else {
-            match message.downcast::<UpstreamReply>() {
-                Ok(reply) if self.upstream_id == Some(reply.id) => Wake::Upstream(*reply),
-                _ => return,
-            }
+        if !envelope.message.is::<Wake>() {
+            return;
+        }
+        // None: closed, and this wake was accounted for when it closed.
+        let Some(posted) = self.mailbox.take() else {
+            return;
         };
-        self.wrote = false;
-        let flow = SCRATCH.with(|scratch| {
-            let scratch = &mut *scratch.borrow_mut();
-            // The scratch is shared by every connection on this thread: never
-            // trust what a previous user (or a panic) left in it.
-            scratch.output.clear();
-            let flow = match wake {
-                Wake::Ready => self.drive(scratch),
-                Wake::Expire => self.expire(scratch),
-                Wake::Upstream(reply) => self.complete_upstream(reply, scratch),
-            };
-            if !matches!(flow, Ok(Flow::Open)) {
-                self.discard_unread(scratch);
-            }
-            flow
-        });
-        match flow {
+        match self.handle(posted) {
             Ok(Flow::Open) => {
                 if self.stream.awaiting_upstream() && self.upstream_id.is_none() {
                     self.request_upstream(sender);
                 }
-                let activity = Activity {
-                    mid_request: self.stream.is_mid_request(),
-                    responses: self.stream.responses(),
-                    backed_up: !self.output.is_empty(),
-                    wrote: self.wrote,
-                };
-                let now = self.shared.clock.now_ms();
-                self.timer.update(now, activity, &self.shared.timeouts);
+                self.handled(1, sender);
             }
-            // Once the server is stopping, the poller stops every connection
-            // actor itself and the scheduler may be gone: send nothing more,
-            // as uppercut's senders panic on a closed channel. (Read the phase
-            // now, not when the envelope arrived: the stop may have come since.)
-            _ if self.shared.server.phase() == Phase::Stopping => {}
-            Ok(Flow::Close) => sender.stop(sender.me()),
+            Ok(Flow::Close) => self.close(sender),
             Err(e) => {
                 debug!("connection {:?}: {e}", self.token);
-                sender.stop(sender.me());
+                self.close(sender);
             }
         }
     }
 
-    // In `system` dispatch the scheduler owns the actor: tell the poller when
-    // it is gone, so the token can be reused. (In `local` dispatch the poller
-    // drops the connection itself and these hooks do not run.)
-    fn on_stop(&self, sender: &mut dyn AnySender) {
-        if self.shared.server.phase() != Phase::Stopping {
+    // A panic in `system` dispatch: the scheduler drops the actor (and with
+    // it the socket); the poller must still learn of it and get its wake
+    // back. (In `local` dispatch the poller contains the panic itself.)
+    fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {
+        if self.shared.dispatch == Dispatch::System {
+            let unhandled = usize::from(self.mailbox.close());
             sender.send(&self.shared.poller, Envelope::of(Closed(self.token)));
+            hand_back(&self.shared, 1 + unhandled, sender);
         }
     }
+}
 
-    fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {
-        self.on_stop(sender);
+/// `system` dispatch: counts `handled` of the poller's wakes as done, and
+/// sends the poller its `Tick` when they were the last.
+fn hand_back(shared: &Shared, handled: usize, sender: &mut dyn AnySender) {
+    if shared.dispatch == Dispatch::System && shared.outstanding.done(handled) {
+        sender.send(&shared.poller, Envelope::of(Tick));
     }
 }

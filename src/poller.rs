@@ -8,39 +8,38 @@
 //! - `system`: each connection is an actor spawned into the uppercut system,
 //!   and every envelope travels through the scheduler.
 //!
-//! It also sweeps its connections' deadlines once a second, pauses accepting
-//! when the process runs out of descriptors, and drains on shutdown. A poller
-//! never keeps its worker for long: it blocks in `poll` with a bounded timeout,
-//! then sends itself a `Tick` and returns, so other actors can have the worker.
+//! Either way it wakes a connection through the connection's mailbox
+//! (`wakeup`), so no connection ever has more than one envelope queued.
+//!
+//! It also sweeps its connections' deadlines, pauses accepting when the
+//! process runs out of descriptors, and drains on shutdown.
+//!
+//! The system has one uppercut worker per poller, and an idle poller holds
+//! its worker blocked in `poll`, so no worker spins on an idle server. In
+//! `system` dispatch a poller that has sent wakes gives its worker up until
+//! the last of them is handled (see `wakeup`): a connection actor with an
+//! envelope never waits for a poller blocked in `poll`.
 
 use std::io::{self, ErrorKind};
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use log::{debug, warn};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
-use uppercut::api::{Actor, AnyActor, AnySender, Envelope};
+use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
-use crate::connection::{Closed, Connection, Expire, Hangup, Ready, Shared};
-use crate::local_dispatch::deliver_locally;
+use crate::connections::Connections;
+use crate::pool_threads::PoolThreads;
 use crate::server::Phase;
-use crate::slab::Slab;
-use crate::timeouts::{is_past, SWEEP_INTERVAL};
+use crate::shared::Shared;
 use crate::upstream::{self, UpstreamPool, UpstreamReply, UpstreamRequest};
+use crate::wakeup::{Closed, Tick, HANGUP, READY};
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
 
-/// Longest a poller with connections blocks in `poll` before handing its
-/// worker back to the scheduler: its connections' deadlines are swept once a
-/// second. Each hand-back costs about 3 ms of a worker spinning on `try_recv`
-/// while the scheduler wakes up, so it is no more often than that. (The Date
-/// cache is refreshed after every wake-up, and a stop wakes the poller at
-/// once, so neither depends on this timeout.)
-const POLL_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest a busy `local` poller keeps its worker before yielding. Each yield
 /// costs a spinning worker while the scheduler thread, which needs a core too,
 /// hands the poller back; under load that spin can last a whole time slice.
@@ -51,39 +50,19 @@ const LOCAL_SLICE: Duration = Duration::from_secs(1);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
 const EVENTS_CAPACITY: usize = 1024;
 
-/// The poller's own message: run the event loop for another slice.
-#[derive(Debug)]
-pub struct Tick;
-
-/// A connection actor in `system` dispatch, as its poller knows it.
-struct SpawnedConnection {
-    address: String,
-    deadline: Arc<AtomicU64>,
-}
-
 pub struct Poller {
     poll: Poll,
     events: Option<Events>,
     /// None once the server drains.
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
-    /// `local` dispatch: the connection actors themselves.
-    local: Slab<Connection>,
-    /// `system` dispatch: where the connection actors are.
-    system: Slab<SpawnedConnection>,
-    /// Numbers `system` connection addresses, so no address is ever reused
-    /// while the scheduler may still hold an actor under it.
-    spawned: u64,
-    /// `system` dispatch: polls in a row that found nothing (drives the backoff).
-    idle_polls: u32,
+    connections: Connections,
     next_sweep_ms: u64,
     /// Accepting resumes at this time, after running out of descriptors.
     accept_paused_until_ms: Option<u64>,
-    /// Reused by each sweep, so sweeping allocates nothing.
-    expired: Vec<usize>,
     upstream: Option<UpstreamPool>,
-    /// `local` dispatch: what connections sent to this poller.
-    inbox: Vec<Envelope>,
+    /// Where to report the worker this poller runs on.
+    pool_threads: Option<Arc<PoolThreads>>,
 }
 
 impl Poller {
@@ -99,17 +78,19 @@ impl Poller {
             poll,
             events: Some(Events::with_capacity(EVENTS_CAPACITY)),
             listener: Some(listener),
+            connections: Connections::new(Arc::clone(&shared)),
             shared,
-            local: Slab::default(),
-            system: Slab::default(),
-            spawned: 0,
-            idle_polls: 0,
             next_sweep_ms: 0,
             accept_paused_until_ms: None,
-            expired: Vec::new(),
             upstream,
-            inbox: Vec::new(),
+            pool_threads: None,
         })
+    }
+
+    /// Reports each worker this poller runs on to `pool_threads`, which
+    /// tells uppercut's scheduler thread from the workers by it.
+    pub fn report_to(&mut self, pool_threads: Arc<PoolThreads>) {
+        self.pool_threads = Some(pool_threads);
     }
 
     /// This poller's actor address.
@@ -117,20 +98,17 @@ impl Poller {
         &self.shared.poller
     }
 
-    fn connection_count(&self) -> usize {
-        self.local.len() + self.system.len()
-    }
-
     /// Polls once and handles what it finds; false when nothing was ready.
     /// A poller without connections has nothing to sweep, so it blocks until a
     /// connection, a waker or the end of an accept pause: an idle server does
     /// not hand its workers back to the scheduler at all.
-    fn poll_once(&mut self, timeout: Duration, sender: &mut dyn AnySender) -> bool {
+    fn poll_once(&mut self, sender: &mut dyn AnySender) -> bool {
         let mut events = self
             .events
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
-        let timeout = (self.connection_count() > 0).then_some(timeout);
+        let sweep = self.shared.timeouts.sweep;
+        let timeout = (!self.connections.is_empty()).then_some(sweep);
         let timeout = match self.accept_paused_until_ms {
             Some(until) => {
                 let pause = until.saturating_sub(self.shared.clock.now_ms());
@@ -156,9 +134,9 @@ impl Poller {
                     }
                 }
                 Token(key) if event.is_read_closed() || event.is_error() => {
-                    self.deliver(key, Envelope::of(Hangup), sender)
+                    self.connections.notify(key, HANGUP, sender)
                 }
-                Token(key) => self.deliver(key, Envelope::of(Ready), sender),
+                Token(key) => self.connections.notify(key, READY, sender),
             }
         }
         self.events = Some(events);
@@ -170,8 +148,11 @@ impl Poller {
             self.accept(sender);
         }
         if now_ms >= self.next_sweep_ms {
-            self.next_sweep_ms = now_ms + SWEEP_INTERVAL.as_millis() as u64;
-            self.sweep(now_ms, sender);
+            self.next_sweep_ms = now_ms + sweep.as_millis() as u64;
+            self.connections.sweep(now_ms, sender);
+            if let Some(pool) = &mut self.upstream {
+                pool.expire(now_ms, self.poll.registry());
+            }
         }
         self.settle_upstream(sender);
         found
@@ -186,7 +167,7 @@ impl Poller {
                 return;
             };
             let now_ms = self.shared.clock.now_ms();
-            for envelope in self.inbox.drain(..) {
+            for envelope in self.connections.inbox.drain(..) {
                 if let Ok(request) = envelope.message.downcast::<UpstreamRequest>() {
                     pool.submit(*request, now_ms, self.poll.registry());
                 }
@@ -196,14 +177,12 @@ impl Poller {
                 return;
             }
             for (request, result) in replies {
-                let reply = Envelope::of(UpstreamReply {
+                let reply = UpstreamReply {
                     id: request.id,
                     result,
-                });
-                match self.shared.dispatch {
-                    Dispatch::Local => self.deliver(request.token.0, reply, sender),
-                    Dispatch::System => sender.send(&request.reply_to, reply),
-                }
+                };
+                self.connections
+                    .notify_upstream(request.token.0, reply, sender);
             }
         }
     }
@@ -236,11 +215,7 @@ impl Poller {
         if let Err(e) = socket.set_nodelay(true) {
             debug!("set_nodelay: {e}");
         }
-        let key = match self.shared.dispatch {
-            Dispatch::Local => self.local.vacant_key(),
-            Dispatch::System => self.system.vacant_key(),
-        };
-        let token = Token(key);
+        let token = self.connections.next_token();
         if let Err(e) = self
             .poll
             .registry()
@@ -250,64 +225,7 @@ impl Poller {
             self.shared.server.release(1);
             return;
         }
-        let connection = Connection::new(socket, token, Arc::clone(&self.shared));
-        match self.shared.dispatch {
-            Dispatch::Local => {
-                self.local.insert(connection);
-            }
-            Dispatch::System => {
-                self.spawned += 1;
-                let address = format!("{}/{}", self.shared.poller, self.spawned);
-                let deadline = connection.deadline();
-                let actor: Box<dyn FnOnce() -> Actor> = Box::new(move || Box::new(connection));
-                sender.spawn(&address, actor);
-                self.system.insert(SpawnedConnection { address, deadline });
-            }
-        }
-    }
-
-    fn deliver(&mut self, key: usize, envelope: Envelope, sender: &mut dyn AnySender) {
-        match self.shared.dispatch {
-            Dispatch::Local => {
-                let Some(connection) = self.local.get_mut(key) else {
-                    return;
-                };
-                if !deliver_locally(connection, envelope, sender, &mut self.inbox) {
-                    // Dropping the connection closes its socket, which also
-                    // removes it from the poll set.
-                    self.local.remove(key);
-                    self.shared.server.release(1);
-                }
-            }
-            Dispatch::System => {
-                if let Some(connection) = self.system.get(key) {
-                    sender.send(&connection.address, envelope);
-                }
-            }
-        }
-    }
-
-    /// Wakes every connection whose deadline has passed: it decides itself
-    /// whether it timed out, as it may have moved on since it published it.
-    fn sweep(&mut self, now_ms: u64, sender: &mut dyn AnySender) {
-        self.expired.clear();
-        let local = self
-            .local
-            .iter()
-            .filter(|(_, c)| c.is_past_deadline(now_ms));
-        self.expired.extend(local.map(|(key, _)| key));
-        let system = self
-            .system
-            .iter()
-            .filter(|(_, c)| is_past(&c.deadline, now_ms));
-        self.expired.extend(system.map(|(key, _)| key));
-        for index in 0..self.expired.len() {
-            let key = self.expired[index];
-            self.deliver(key, Envelope::of(Expire), sender);
-        }
-        if let Some(pool) = &mut self.upstream {
-            pool.expire(now_ms, self.poll.registry());
-        }
+        self.connections.adopt(socket, sender);
     }
 
     /// Stops accepting and wakes every connection, which closes once it has
@@ -320,84 +238,102 @@ impl Poller {
             debug!("deregister listener: {e}");
         }
         drop(listener);
-        let keys: Vec<usize> = match self.shared.dispatch {
-            Dispatch::Local => self.local.iter().map(|(key, _)| key).collect(),
-            Dispatch::System => self.system.iter().map(|(key, _)| key).collect(),
-        };
-        for key in keys {
-            self.deliver(key, Envelope::of(Ready), sender);
-        }
+        self.connections.wake_all(sender);
     }
 
     /// `local`: run the loop until idle, the slice is used up, or the phase changes.
     fn run_local(&mut self, sender: &mut dyn AnySender) {
         let slice_end = Instant::now() + LOCAL_SLICE;
         let phase = self.shared.server.phase();
-        while self.poll_once(POLL_TIMEOUT, sender)
+        while self.poll_once(sender)
             && Instant::now() < slice_end
             && self.shared.server.phase() == phase
-            && !(phase == Phase::Draining && self.local.is_empty())
+            && !(phase == Phase::Draining && self.connections.is_empty())
         {}
     }
 
-    /// `system`: poll once. The connection actors need this worker too, so
-    /// do not block while they may have work, and back off when idle: 0, 1,
-    /// 10, 100 ms, then 1 s. Each empty poll is a hand-back costing a few ms
-    /// of spinning, so the ramp is steep (doubling from 1 ms took 11 of them
-    /// to reach 1 s, 1.6% of a core in the first 5 s idle).
-    fn run_system(&mut self, sender: &mut dyn AnySender) {
-        let timeout = match self.idle_polls {
-            0 => Duration::ZERO,
-            n => Duration::from_millis(10u64.pow(n.min(4) - 1)).min(POLL_TIMEOUT),
-        };
-        if self.poll_once(timeout, sender) {
-            self.idle_polls = 0;
-        } else {
-            self.idle_polls = self.idle_polls.saturating_add(1);
+    /// `system`: run the loop, blocking in `poll` as long as nothing happens,
+    /// until this poller wakes a connection: the connection actors need the
+    /// worker it holds, so it returns it. (Not until the wakes are merely
+    /// outstanding: a connection may have handled its wake, queued a message
+    /// for this poller and its `Tick`, before the poller looks.) True when the
+    /// poller must send itself the next `Tick`; false when the connection
+    /// that handles the last outstanding wake will.
+    fn run_system(&mut self, sender: &mut dyn AnySender) -> bool {
+        let phase = self.shared.server.phase();
+        loop {
+            if self.connections.woke() {
+                return false;
+            }
+            if self.shared.server.phase() != phase
+                || (phase == Phase::Draining && self.connections.is_empty())
+            {
+                return true;
+            }
+            self.poll_once(sender);
         }
     }
 
     /// Closes every connection and stops this actor.
     fn stop(&mut self, sender: &mut dyn AnySender) {
-        self.shared.server.release(self.connection_count());
-        drop(self.local.drain());
-        for connection in self.system.drain() {
-            sender.stop(&connection.address);
-        }
+        self.connections.stop_all(sender);
         sender.stop(sender.me());
     }
 }
 
 impl AnyActor for Poller {
     fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
+        if let Some(pool_threads) = &self.pool_threads {
+            pool_threads.report_worker();
+        }
         if let Some(Closed(token)) = envelope.message.downcast_ref::<Closed>() {
-            if self.system.remove(token.0).is_some() {
+            // The actor stopped itself; the token is free once it is known here.
+            if self.connections.forget(*token) {
                 self.shared.server.release(1);
             }
             return;
         }
+        // Kept for the loop: only the holder of the one `Tick` wakes
+        // connections, or a second `Tick` could start the loop while this
+        // poller's mail waits behind it. (The `Tick` follows this message.)
         if envelope.message.is::<UpstreamRequest>() {
-            self.inbox.push(envelope);
-            return self.settle_upstream(sender);
+            self.connections.inbox.push(envelope);
+            return;
         }
         if !envelope.message.is::<Tick>() {
             return;
         }
+        // Every connection sends to its poller only while one of its wakes is
+        // outstanding, so a poller that stops only once none is can never be
+        // sent to after it stopped (uppercut's senders panic once the system
+        // has ended). The connection that handles the last wake sends the
+        // `Tick`, so there is never more than one.
+        if !self.shared.outstanding.is_zero() {
+            return;
+        }
+        // Every wake sent so far has been handled.
+        self.connections.clear_woke();
+        self.settle_upstream(sender);
         match self.shared.server.phase() {
             Phase::Running => {}
             Phase::Draining => {
                 self.begin_drain(sender);
-                if self.connection_count() == 0 {
+                if self.connections.is_empty() {
                     return self.stop(sender);
                 }
             }
             Phase::Stopping => return self.stop(sender),
         }
-        match self.shared.dispatch {
-            Dispatch::Local => self.run_local(sender),
+        let tick = match self.shared.dispatch {
+            Dispatch::Local => {
+                self.run_local(sender);
+                true
+            }
             Dispatch::System => self.run_system(sender),
+        };
+        if tick {
+            sender.send(sender.me(), Envelope::of(Tick));
         }
-        sender.send(sender.me(), Envelope::of(Tick));
     }
 }
 

@@ -4,14 +4,12 @@
 //! Uppercut's actor workers spin on `try_recv` whenever they have no actor to
 //! run, so the system gets exactly one worker per poller: each worker spends
 //! its idle time blocked in its poller's `poll`, and an idle server sleeps.
-//! Uppercut's pool also pins thread N to core N; a worker spinning on the core
-//! the scheduler thread is pinned to delays every message by up to a time
-//! slice, so the pool threads get the process's own CPU mask back first.
+//! How the pool's threads are scheduled is `pool_threads`.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Barrier};
+use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime};
 
@@ -24,12 +22,14 @@ use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
 use crate::config::Config;
-use crate::connection::Shared;
 use crate::date::DateCache;
-use crate::poller::{Poller, Tick, WAKER};
+use crate::poller::{Poller, WAKER};
+use crate::pool_threads::PoolThreads;
 use crate::routes::Routes;
+use crate::shared::Shared;
 use crate::timeouts::CoarseClock;
 use crate::upstream::UpstreamPool;
+use crate::wakeup::{Outstanding, Tick};
 use uppercut::api::Envelope;
 
 const LISTEN_BACKLOG: i32 = 4096;
@@ -136,6 +136,7 @@ impl Server {
                 poller: format!("poller-{index}"),
                 server: Arc::clone(&state),
                 upstream_ids: AtomicU64::new(0),
+                outstanding: Outstanding::default(),
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let poller = Poller::new(poll, listener, shared, upstream)?;
@@ -233,7 +234,7 @@ fn run_system(pollers: Vec<Poller>, started: mpsc::SyncSender<Result<(), String>
     };
     let config = SystemConfig::new(scheduler, Default::default());
     let pool = ThreadPool::for_config(&config);
-    unpin_pool_threads(&pool);
+    let pool_threads = PoolThreads::adopt(&pool, pollers.len());
     let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
         Ok(run) => run,
         Err(e) => {
@@ -241,7 +242,8 @@ fn run_system(pollers: Vec<Poller>, started: mpsc::SyncSender<Result<(), String>
             return;
         }
     };
-    for poller in pollers {
+    for mut poller in pollers {
+        poller.report_to(Arc::clone(&pool_threads));
         // The address its connections already send to.
         let address = poller.address().to_string();
         run.spawn(&address, move || Box::new(poller));
@@ -251,32 +253,6 @@ fn run_system(pollers: Vec<Poller>, started: mpsc::SyncSender<Result<(), String>
     // Dropping the pool waits for its threads, which end with the scheduler.
     drop(run);
     drop(pool);
-}
-
-/// Gives every thread of `pool` the CPU mask this thread has (the process's,
-/// as set by the user's `taskset` or cgroup), undoing uppercut's pinning.
-/// Each thread runs exactly one job: each job waits at a barrier until all
-/// have started, so no thread can take a second one.
-fn unpin_pool_threads(pool: &ThreadPool) {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
-        error!("sched_getaffinity: {}", io::Error::last_os_error());
-        return;
-    }
-    let barrier = Arc::new(Barrier::new(pool.size() + 1));
-    for _ in 0..pool.size() {
-        let barrier = Arc::clone(&barrier);
-        pool.submit(move || {
-            // SAFETY: sets this thread's mask from a valid cpu_set_t.
-            if unsafe { libc::sched_setaffinity(0, size, &mask) } != 0 {
-                error!("sched_setaffinity: {}", io::Error::last_os_error());
-            }
-            barrier.wait();
-        });
-    }
-    barrier.wait();
 }
 
 /// A non-blocking listener with SO_REUSEPORT, so the kernel spreads incoming

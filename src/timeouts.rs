@@ -6,12 +6,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::config::Timeouts;
-
-/// How often a poller looks for expired connections.
-pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Milliseconds since the poller started, as of its last wake-up.
 pub struct CoarseClock {
@@ -158,11 +155,13 @@ pub fn is_past(deadline: &AtomicU64, now_ms: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const TIMEOUTS: Timeouts = Timeouts {
         header: Duration::from_millis(100),
         keepalive: Duration::from_millis(1000),
         write: Duration::from_millis(500),
+        sweep: Duration::from_secs(1),
     };
 
     fn activity(mid_request: bool, responses: u64, backed_up: bool, wrote: bool) -> Activity {

@@ -14,10 +14,10 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::config::UpstreamConfig;
-use crate::connection::write_until_blocked;
 use crate::json;
 use crate::response::ErrorStatus;
 use crate::slab::Slab;
+use crate::socket::write_until_blocked;
 use crate::upstream_response::{self, Parsed};
 
 /// Upstream connections use tokens from here up; connection actors use small ones.
@@ -28,10 +28,8 @@ pub const FIRST_TOKEN: usize = usize::MAX / 2;
 pub struct UpstreamRequest {
     /// Matches the reply to the request (tokens are reused).
     pub id: u64,
-    /// The connection's token, for `local` dispatch.
+    /// The connection's token: its poller posts the reply to its mailbox.
     pub token: Token,
-    /// The connection actor's address, for `system` dispatch.
-    pub reply_to: String,
 }
 
 /// The answer: the upstream's body as sent, or the status to answer with.

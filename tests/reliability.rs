@@ -29,6 +29,7 @@ fn short_timeouts(dispatch: Dispatch) -> Config {
             header: SHORT,
             keepalive: SHORT,
             write: SHORT,
+            ..Timeouts::default()
         },
         ..config(dispatch)
     }

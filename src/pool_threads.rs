@@ -1,0 +1,189 @@
+//! Uppercut's pool threads, as the operating system schedules them.
+//!
+//! Uppercut 0.4 pins pool thread N to core N; a worker spinning on the core
+//! the scheduler thread is pinned to would delay every message by up to a
+//! time slice, so every pool thread gets the process's own CPU mask back.
+//!
+//! Every uppercut message crosses the one scheduler thread, and an actor
+//! worker with nothing to run spins on `try_recv` until that thread hands it
+//! the next envelope. When the spinning workers (and whatever else runs) hold
+//! every core, the scheduler thread waits for the kernel to preempt one of
+//! them, a whole time slice, before any envelope moves; the spinning then
+//! lasts longer, and the server settles at milliseconds per request. So the
+//! scheduler thread runs at a real-time priority (`SCHED_FIFO` 1) where the
+//! process may set one: it never spins (it blocks in `recv_timeout`), and it
+//! then runs the moment it has a message. Where the process may not, it asks
+//! for the shortest time slice (EEVDF, Linux 6.12 and later), which lets it
+//! preempt a spinning worker when it wakes.
+//!
+//! Uppercut does not say which pool thread runs the scheduler. Every pool
+//! thread reports its id at start, every poller reports the worker it runs
+//! on, and the one pool thread no poller ever runs on is the scheduler's:
+//! each poller blocks in `poll` on its first `Tick`, so the first `Tick`s
+//! land on as many different workers as there are pollers.
+
+use std::cell::Cell;
+use std::io;
+use std::sync::{Arc, Barrier, Mutex};
+
+use log::{debug, error, info};
+use uppercut::pool::ThreadPool;
+
+/// How the scheduler thread was given priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerPriority {
+    /// `SCHED_FIFO`, priority 1.
+    RealTime,
+    /// `SCHED_OTHER` with the shortest time slice the kernel allows.
+    ShortSlice,
+    /// Neither was allowed: the kernel's default.
+    Default,
+}
+
+/// The pool's thread ids, and which of them run actors.
+#[derive(Debug)]
+pub struct PoolThreads {
+    all: Vec<i32>,
+    workers: usize,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    workers: Vec<i32>,
+    done: bool,
+}
+
+thread_local! {
+    /// This thread has reported itself as an actor worker.
+    static REPORTED: Cell<bool> = const { Cell::new(false) };
+}
+
+impl PoolThreads {
+    /// Gives every thread of `pool` the CPU mask this thread has (the
+    /// process's, as set by the user's `taskset` or cgroup), undoing
+    /// uppercut's pinning, and notes each thread's id. Each thread runs
+    /// exactly one job: each job waits at a barrier until all have started,
+    /// so no thread can take a second one. Call it before the system starts.
+    pub fn adopt(pool: &ThreadPool, workers: usize) -> Arc<PoolThreads> {
+        // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
+        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let mask_ok = unsafe { libc::sched_getaffinity(0, size, &mut mask) } == 0;
+        if !mask_ok {
+            error!("sched_getaffinity: {}", io::Error::last_os_error());
+        }
+        let ids = Arc::new(Mutex::new(Vec::with_capacity(pool.size())));
+        let barrier = Arc::new(Barrier::new(pool.size() + 1));
+        for _ in 0..pool.size() {
+            let barrier = Arc::clone(&barrier);
+            let ids = Arc::clone(&ids);
+            pool.submit(move || {
+                // SAFETY: sets this thread's mask from a valid cpu_set_t.
+                if mask_ok && unsafe { libc::sched_setaffinity(0, size, &mask) } != 0 {
+                    error!("sched_setaffinity: {}", io::Error::last_os_error());
+                }
+                // SAFETY: gettid has no preconditions.
+                let id = unsafe { libc::gettid() };
+                ids.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+                barrier.wait();
+            });
+        }
+        barrier.wait();
+        let all = std::mem::take(&mut *ids.lock().unwrap_or_else(|e| e.into_inner()));
+        Arc::new(PoolThreads {
+            all,
+            workers,
+            seen: Mutex::default(),
+        })
+    }
+
+    /// A poller reports the worker it runs on; once every worker is known,
+    /// the remaining pool thread is the scheduler's and is raised. After the
+    /// first call on a thread this is one thread-local read.
+    pub fn report_worker(&self) {
+        if REPORTED.with(Cell::get) {
+            return;
+        }
+        REPORTED.with(|reported| reported.set(true));
+        // SAFETY: gettid has no preconditions.
+        let id = unsafe { libc::gettid() };
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.done || seen.workers.contains(&id) {
+            return;
+        }
+        seen.workers.push(id);
+        if seen.workers.len() < self.workers {
+            return;
+        }
+        seen.done = true;
+        match scheduler_thread(&self.all, &seen.workers) {
+            Some(scheduler) => {
+                let priority = raise(scheduler);
+                info!("uppercut scheduler thread {scheduler}: {priority:?} priority");
+            }
+            None => debug!("uppercut scheduler thread not found among {:?}", self.all),
+        }
+    }
+}
+
+/// The one pool thread that is not a worker, if exactly one is left.
+fn scheduler_thread(all: &[i32], workers: &[i32]) -> Option<i32> {
+    let mut rest = all.iter().filter(|id| !workers.contains(id));
+    match (rest.next(), rest.next()) {
+        (Some(&id), None) => Some(id),
+        _ => None,
+    }
+}
+
+/// `struct sched_attr` of `sched_setattr(2)`, which the libc crate lacks.
+#[repr(C)]
+struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// The shortest slice EEVDF accepts, in nanoseconds.
+const SHORTEST_SLICE_NS: u64 = 100_000;
+
+/// Gives thread `id` the best priority this process may set.
+fn raise(id: i32) -> SchedulerPriority {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sets the policy of one of this process's threads from a valid struct.
+    if unsafe { libc::sched_setscheduler(id, libc::SCHED_FIFO, &param) } == 0 {
+        return SchedulerPriority::RealTime;
+    }
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        flags: 0,
+        nice: 0,
+        priority: 0,
+        runtime: SHORTEST_SLICE_NS,
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: the kernel reads `size` bytes of a valid sched_attr.
+    if unsafe { libc::syscall(libc::SYS_sched_setattr, id, &attr, 0) } == 0 {
+        return SchedulerPriority::ShortSlice;
+    }
+    SchedulerPriority::Default
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scheduler_is_the_one_thread_left() {
+        assert_eq!(scheduler_thread(&[7, 8, 9], &[9, 7]), Some(8));
+        assert_eq!(scheduler_thread(&[7, 8, 9], &[9]), None, "two left");
+        assert_eq!(scheduler_thread(&[7, 8], &[7, 8]), None, "none left");
+    }
+}

@@ -1,0 +1,33 @@
+//! What a poller shares with each of its connection actors, whichever thread
+//! runs them.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use mio::Registry;
+
+use crate::config::{Dispatch, Timeouts};
+use crate::date::DateCache;
+use crate::routes::Routes;
+use crate::server::ServerState;
+use crate::timeouts::CoarseClock;
+use crate::wakeup::Outstanding;
+
+/// What a poller shares with each of its connections.
+pub struct Shared {
+    pub routes: Arc<Routes>,
+    pub date: DateCache,
+    pub clock: CoarseClock,
+    pub timeouts: Timeouts,
+    pub dispatch: Dispatch,
+    /// The poller's registry, to ask for WRITABLE while output is backed up.
+    pub registry: Registry,
+    /// The poller's actor address.
+    pub poller: String,
+    pub server: Arc<ServerState>,
+    /// Numbers upstream requests, so a reply finds the request it answers
+    /// even after its token has passed to another connection.
+    pub upstream_ids: AtomicU64,
+    /// `system` dispatch: the poller's wakes not yet handled.
+    pub outstanding: Outstanding,
+}
