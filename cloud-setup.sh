@@ -58,8 +58,10 @@ Roles:
         --bind only changes the printed start command (default 0.0.0.0:$DEFAULT_PORT).
 
   client   --target HOST[:PORT]
-        Install wrk (package, or from source where there is none) and print
-        the seed loads aimed at HOST:PORT (port $DEFAULT_PORT if omitted).
+        Install wrk (package, or from source where there is none) and oha
+        (cargo install; Rust through rustup if cargo is missing), and print
+        the wrk and open-loop oha loads aimed at HOST:PORT (port $DEFAULT_PORT
+        if omitted).
 
   balancer --backend HOST:PORT [--backend HOST:PORT ...] [--listen [ADDR:]PORT]
            [--print-config]

@@ -12,18 +12,22 @@ from servers import BenchError
 # ---------------------------------------------------------------- wrk
 
 
-def run_wrk(args, url):
-    cmd = ["wrk", "--latency", *shlex.split(args.wrk), "-d", f"{args.duration}s"]
-    if args.script:
-        cmd += ["-s", args.script]
+def wrk_argv(options, duration, script, url):
+    cmd = ["wrk", "--latency", *options, "-d", f"{duration}s"]
+    if script:
+        cmd += ["-s", script]
     cmd.append(url)
+    return cmd
+
+
+def run_wrk(cmd, duration):
     try:
         # wrk stops by itself after -d; the timeout only guards against a hang.
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
     except subprocess.TimeoutExpired:
-        raise BenchError(f"wrk did not finish: {' '.join(cmd)}")
+        raise BenchError(f"wrk did not finish: {shlex.join(cmd)}")
     if done.returncode != 0:
-        raise BenchError(f"wrk failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout}{done.stderr}")
+        raise BenchError(f"wrk failed ({done.returncode}): {shlex.join(cmd)}\n{done.stdout}{done.stderr}")
     return parse_wrk(done.stdout)
 
 
@@ -35,7 +39,7 @@ BYTE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 def parse_wrk(out):
     """Pull the numbers out of `wrk --latency` output. Lines wrk omits when they
     would be zero (Socket errors, Non-2xx) count as zero."""
-    result = {"socket_errors": 0, "non_2xx": 0, "p50": None, "p99": None}
+    result = {"socket_errors": 0, "non_2xx": 0, "p50": None, "p90": None, "p99": None, "p999": None, "max": None}
 
     m = re.search(r"^Requests/sec:\s+([\d.]+)", out, re.M)
     if not m:
@@ -47,14 +51,19 @@ def parse_wrk(out):
 
     # The "Latency Distribution" block: "     50%    1.10ms".
     for pct, value, unit in re.findall(r"^\s+(\d+(?:\.\d+)?)%\s+([\d.]+)(us|ms|s|m|h)\s*$", out, re.M):
-        key = {50.0: "p50", 99.0: "p99"}.get(float(pct))
+        key = {50.0: "p50", 90.0: "p90", 99.0: "p99"}.get(float(pct))
         if key:
             result[key] = float(value) * LATENCY_UNITS[unit]
+
+    # "    Latency   308.47us  746.14us   7.18ms   91.08%": average, stdev, max.
+    m = re.search(r"^\s+Latency\s+[\d.]+\w+\s+[\d.]+\w+\s+([\d.]+)(us|ms|s|m|h)\s", out, re.M)
+    if m:
+        result["max"] = float(m.group(1)) * LATENCY_UNITS[m.group(2)]
 
     m = re.search(r"Socket errors:\s*connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     if m:
         result["socket_errors"] = sum(int(g) for g in m.groups())
-        result["socket_errors_detail"] = m.group(0).strip()
+        result["error_detail"] = m.group(0).strip()
     m = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", out)
     if m:
         result["non_2xx"] = int(m.group(1))
@@ -74,21 +83,13 @@ def fmt_latency(seconds):
     return f"{seconds:.2f}s"
 
 
-def describe_round(r):
-    errs = f", socket errors {r['socket_errors']} ({r['socket_errors_detail']})" if r["socket_errors"] else ""
-    non2xx = f", non-2xx {r['non_2xx']}" if r["non_2xx"] else ""
-    return (f"{r['rps']:.0f} rps, {r['bytes_per_sec'] / 1024**2:.2f} MB/s, p50 {fmt_latency(r['p50'])}, "
-            f"p99 {fmt_latency(r['p99'])}, idle cpu {r['idle_cpu']:.1f}%, rss {r['rss'] / 1024**2:.1f} MB"
-            f"{errs}{non2xx}")
-
-
 def median_of(rounds, key):
     values = [r[key] for r in rounds if r.get(key) is not None]
     return statistics.median(values) if values else None
 
 
-def print_table(servers):
-    base_rps = median_of(servers[0].rounds, "rps")
+def print_table(servers, base_name):
+    base_rps = median_of(next(s.rounds for s in servers if s.name == base_name), "rps")
     header = ["server", "rps", "MB/s", "p50", "p99", "idle CPU", "RSS MB", "sock errs", "non-2xx", "ratio"]
     rows = []
     for s in servers:

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Self-check of bench/run's parsing, shape planning, table and SVG writer.
+
+Runs without wrk, oha or a server: the load generators' output comes from real
+runs saved in bench/testdata/. Run it with `python3 bench/test_bench.py`.
+"""
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+from contextlib import redirect_stdout
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH_DIR)
+sys.dont_write_bytecode = True
+
+from oha import parse_oha  # noqa: E402
+from servers import BenchError  # noqa: E402
+from shapes import plan_shapes, print_shape_table, summarize  # noqa: E402
+from svg import write_svg  # noqa: E402
+from wrk_report import parse_wrk  # noqa: E402
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def sample(name):
+    with open(os.path.join(BENCH_DIR, "testdata", name), encoding="utf-8") as f:
+        return f.read()
+
+
+def shape_args(**kw):
+    args = dict(shapes=False, rate=None, close=False, open_connections=64, wrk=None, script=None)
+    args.update(kw)
+    return argparse.Namespace(**args)
+
+
+class Server:
+    def __init__(self, name):
+        self.name = name
+
+
+class OhaParsing(unittest.TestCase):
+    def test_open_loop_run(self):
+        # oha -z 2s -c 64 -q 2000 --latency-correction against ours-local.
+        r = parse_oha(sample("oha-open-2000.json"))
+        self.assertAlmostEqual(r["rps"], 3998 / 2.001834698)
+        self.assertEqual(r["p50"], 7.6254e-05)
+        self.assertEqual(r["p90"], 0.00012075)
+        self.assertEqual(r["p99"], 0.000193909)
+        self.assertEqual(r["p999"], 0.001120551)
+        self.assertEqual(r["max"], 0.002264736)
+        # Two requests were in flight when -z ran out: not the server's errors.
+        self.assertEqual(r["deadline_aborts"], 2)
+        self.assertEqual(r["socket_errors"], 0)
+        self.assertEqual(r["non_2xx"], 0)
+
+    def test_non_2xx_responses_count(self):
+        r = parse_oha(sample("oha-404.json"))  # GET /nope: 100 responses, all 404
+        self.assertEqual(r["non_2xx"], 100)
+        self.assertAlmostEqual(r["rps"], 100 / 1.000847319)
+
+    def test_refused_connections_are_errors_with_no_latency(self):
+        r = parse_oha(sample("oha-refused.json"))  # nothing listening
+        self.assertEqual(r["socket_errors"], 99)
+        self.assertIn("Connection refused", r["error_detail"])
+        self.assertEqual(r["rps"], 0.0)  # oha's own requestsPerSec counts the failures
+        self.assertIsNone(r["p50"])
+        self.assertIsNone(r["max"])
+
+    def test_not_json_is_a_bench_error(self):
+        with self.assertRaises(BenchError):
+            parse_oha("Summary:\n  Success rate: 100.00%\n")
+        with self.assertRaises(BenchError):
+            parse_oha('{"summary": {}}')
+
+
+class WrkParsing(unittest.TestCase):
+    def test_latency_distribution_and_max(self):
+        r = parse_wrk(sample("wrk-c10.txt"))  # wrk --latency -t2 -c10 -d1s
+        self.assertEqual(r["rps"], 123212.25)
+        self.assertAlmostEqual(r["p50"], 40.00e-6)
+        self.assertAlmostEqual(r["p90"], 0.86e-3)
+        self.assertAlmostEqual(r["p99"], 3.72e-3)
+        self.assertAlmostEqual(r["max"], 7.18e-3)
+        self.assertIsNone(r["p999"])  # wrk prints no p99.9
+        self.assertEqual((r["socket_errors"], r["non_2xx"]), (0, 0))
+
+    def test_errors(self):
+        out = sample("wrk-c10.txt").replace(
+            "Requests/sec:", "  Socket errors: connect 0, read 3, write 1, timeout 2\n"
+            "  Non-2xx or 3xx responses: 7\nRequests/sec:")
+        r = parse_wrk(out)
+        self.assertEqual(r["socket_errors"], 6)
+        self.assertEqual(r["non_2xx"], 7)
+
+
+class ShapePlanning(unittest.TestCase):
+    def test_all_shapes(self):
+        shapes = plan_shapes(shape_args(shapes=True), "bench/pipeline.lua")
+        self.assertEqual([s.key for s in shapes], ["open-2000", "open-10000", "close", "c10", "c128", "pipeline"])
+        self.assertEqual(shapes[0].display(5), "oha -z 5s -c 64 -q 2000 --latency-correction --no-tui "
+                         "--output-format json URL")
+        self.assertEqual(shapes[2].display(5), "wrk --latency -t2 -c32 -H 'Connection: close' -d 5s URL")
+        self.assertEqual(shapes[5].display(5), "wrk --latency -t4 -c128 -d 5s -s bench/pipeline.lua URL")
+
+    def test_rates_replace_the_default_rates(self):
+        shapes = plan_shapes(shape_args(shapes=True, rate=[500]), "p.lua")
+        self.assertEqual([s.key for s in shapes if s.open_loop], ["open-500"])
+
+    def test_single_shapes(self):
+        shapes = plan_shapes(shape_args(rate=[3000], close=True, open_connections=8), "p.lua")
+        self.assertEqual([s.key for s in shapes], ["open-3000", "close"])
+        self.assertIn("-c 8 -q 3000 --latency-correction", shapes[0].display(1))
+        wrk = plan_shapes(shape_args(wrk="-t2 -c10"), "p.lua")
+        self.assertEqual(wrk[0].display(3), "wrk --latency -t2 -c10 -d 3s URL")
+
+
+def results_for(shapes, names):
+    """Round results as bench/run collects them, from the saved samples."""
+    oha, wrk = parse_oha(sample("oha-open-2000.json")), parse_wrk(sample("wrk-c10.txt"))
+    refused = parse_oha(sample("oha-refused.json"))
+    results = {}
+    for shape in shapes:
+        results[shape.key] = {}
+        for i, name in enumerate(names):
+            base = refused if (shape.open_loop and i == 2) else (oha if shape.open_loop else wrk)
+            scaled = {k: (v * (i + 1) if isinstance(v, float) else v) for k, v in base.items()}
+            results[shape.key][name] = [scaled, dict(scaled)]
+    return results
+
+
+class TableAndPicture(unittest.TestCase):
+    def setUp(self):
+        self.shapes = plan_shapes(shape_args(shapes=True), "bench/pipeline.lua")
+        self.names = ["ours-local", "ours-system", "actix"]
+        self.servers = [Server(n) for n in self.names]
+        self.rows = summarize(self.shapes, self.servers, results_for(self.shapes, self.names), "ours-local")
+
+    def test_comparison_with_the_base(self):
+        by = {(r["shape"].key, r["server"]): r for r in self.rows}
+        # Closed loop: rps ratio. Open loop: latency ratios, as the rate is fixed.
+        self.assertEqual(by[("c10", "ours-system")]["vs_base"], "2.00x")
+        self.assertEqual(by[("open-2000", "ours-system")]["vs_base"], "p50 2.00x p99 2.00x")
+        self.assertEqual(by[("open-2000", "actix")]["vs_base"], "-")  # no latency at all
+        self.assertEqual(by[("open-2000", "actix")]["errors"], 2 * 99)  # summed over rounds
+
+    def test_table_has_a_row_per_shape_and_server(self):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            print_shape_table(self.rows, "ours-local")
+        lines = [line for line in out.getvalue().splitlines() if line.strip()]
+        self.assertEqual(len(lines), 2 + len(self.shapes) * len(self.names))
+        self.assertIn("p99.9", lines[0])
+
+    def test_svg_is_well_formed_and_labelled(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "r.svg")
+            write_svg(path, "title <&>", "bench/run --shapes", self.shapes, self.names, self.rows)
+            root = ET.parse(path).getroot()
+        texts = [t.text for t in root.iter(SVG_NS + "text")]
+        for label in self.names + [s.label for s in self.shapes] + ["title <&>", "p99.9"]:
+            self.assertIn(label, texts)
+        # One bar per (shape, server), each with its value on hover.
+        bars = [r for r in root.iter(SVG_NS + "rect")
+                if r.find(SVG_NS + "title") is not None and "requests/s" in r.find(SVG_NS + "title").text]
+        self.assertEqual(len(bars), len(self.shapes) * len(self.names))
+        # One latency line per (shape, server) that has two or more percentiles.
+        lines = list(root.iter(SVG_NS + "polyline"))
+        open_loop = sum(s.open_loop for s in self.shapes)
+        self.assertEqual(len(lines), len(self.shapes) * len(self.names) - open_loop)
+
+    def test_svg_with_no_latency_at_all(self):
+        shapes = plan_shapes(shape_args(rate=[100]), "p.lua")
+        refused = parse_oha(sample("oha-refused.json"))
+        rows = summarize(shapes, [Server("a")], {"open-100": {"a": [refused]}}, "a")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "r.svg")
+            write_svg(path, "t", "c", shapes, ["a"], rows)
+            ET.parse(path)
+
+
+if __name__ == "__main__":
+    unittest.main()
