@@ -106,9 +106,10 @@ impl Server {
     /// accepts connections.
     pub fn start(config: &Config, routes: Routes) -> io::Result<Server> {
         let pollers = config.pollers.max(1);
-        // Bind the first listener alone so that port 0 resolves to one port
-        // that the others then share.
-        let first = reuseport_listener(config.bind)?;
+        // The first listener is bound alone, so that port 0 resolves to one
+        // port that the others then share, and exclusively, so that a second
+        // server on the same address fails instead of splitting the traffic.
+        let first = exclusive_listener(config.bind)?;
         let local_addr = first.local_addr()?;
         let mut listeners = vec![first];
         for _ in 1..pollers {
@@ -286,9 +287,39 @@ fn reuseport_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
+    socket.bind(&addr.into()).map_err(|e| bind_error(e, addr))?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(TcpListener::from_std(socket.into()))
+}
+
+/// The first listener: bound and listening *without* SO_REUSEPORT, which
+/// fails with EADDRINUSE if anything listens on `addr` (whether or not it set
+/// SO_REUSEPORT), and only then given SO_REUSEPORT so that the pollers' other
+/// listeners can join it. There is no window between a check and the bind:
+/// the bind is the check, and `listen` checks again, so of two servers
+/// starting at once only one gets the port. (SO_REUSEADDR keeps connections
+/// in TIME_WAIT from a previous run from blocking a restart.) What remains
+/// open is deliberate sharing: a program of the same user that itself sets
+/// SO_REUSEPORT may still join the group, as SO_REUSEPORT intends.
+fn exclusive_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into()).map_err(|e| bind_error(e, addr))?;
+    socket
+        .listen(LISTEN_BACKLOG)
+        .map_err(|e| bind_error(e, addr))?;
+    socket.set_reuse_port(true)?;
+    Ok(TcpListener::from_std(socket.into()))
+}
+
+/// A bind or listen error, of the same kind, worded to name the address.
+fn bind_error(error: io::Error, addr: SocketAddr) -> io::Error {
+    let reason = match error.kind() {
+        io::ErrorKind::AddrInUse => "address already in use".to_string(),
+        _ => error.to_string(),
+    };
+    io::Error::new(error.kind(), format!("cannot listen on {addr}: {reason}"))
 }
 
 /// Raises the open-files soft limit to the hard limit: every connection is a
