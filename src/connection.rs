@@ -20,6 +20,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
+use crate::access_log::AccessLog;
 use crate::config::{Dispatch, Timeouts};
 use crate::date::DateCache;
 use crate::exchange::{RequestStream, OUTPUT_HIGH_WATER};
@@ -69,6 +70,7 @@ pub struct Shared {
     /// Numbers upstream requests, so a reply finds the request it answers
     /// even after its token has passed to another connection.
     pub upstream_ids: AtomicU64,
+    pub access_log: Option<Arc<AccessLog>>,
 }
 
 struct Scratch {
@@ -119,11 +121,15 @@ impl Connection {
     /// A connection for a socket already registered READABLE under `token`.
     pub fn new(socket: TcpStream, token: Token, shared: Arc<Shared>) -> Connection {
         let timer = ConnectionTimer::new(shared.clock.now_ms(), &shared.timeouts);
+        let mut stream = RequestStream::default();
+        if let Some(log) = &shared.access_log {
+            stream.log_to(log.recorder(socket.peer_addr().ok().map(|peer| peer.ip())));
+        }
         Connection {
             socket,
             token,
             shared,
-            stream: RequestStream::default(),
+            stream,
             output: BytesMut::new(),
             writable_interest: false,
             wrote: false,

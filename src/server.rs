@@ -23,6 +23,7 @@ use uppercut::config::{Config as SystemConfig, SchedulerConfig};
 use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
+use crate::access_log::AccessLog;
 use crate::config::Config;
 use crate::connection::Shared;
 use crate::date::DateCache;
@@ -94,6 +95,8 @@ impl ServerState {
 /// requests in flight finish first.
 pub struct Server {
     local_addr: SocketAddr,
+    /// Written out once the connections are gone.
+    access_log: Option<Arc<AccessLog>>,
     state: Arc<ServerState>,
     wakers: Vec<Waker>,
     system: Option<JoinHandle<()>>,
@@ -121,6 +124,11 @@ impl Server {
             None => routes,
         };
         let routes = Arc::new(routes);
+        let access_log = config
+            .access_log
+            .as_ref()
+            .map(AccessLog::open)
+            .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
         let mut wakers = Vec::with_capacity(pollers);
         let mut actors = Vec::with_capacity(pollers);
@@ -137,6 +145,7 @@ impl Server {
                 poller: format!("poller-{index}"),
                 server: Arc::clone(&state),
                 upstream_ids: AtomicU64::new(0),
+                access_log: access_log.clone(),
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let poller = Poller::new(poll, listener, shared, upstream)?;
@@ -154,6 +163,7 @@ impl Server {
         match started_rx.recv() {
             Ok(Ok(())) => Ok(Server {
                 local_addr,
+                access_log,
                 state,
                 wakers,
                 system: Some(system),
@@ -199,6 +209,9 @@ impl Server {
         self.enter(Phase::Stopping);
         if let Some(system) = self.system.take() {
             let _ = system.join();
+        }
+        if let Some(log) = &self.access_log {
+            log.close();
         }
     }
 
