@@ -53,6 +53,8 @@ Roles:
   server   [--bind ADDR:PORT]
         Install build tools, Rust (rustup) if cargo is missing, perf and
         cargo-flamegraph; raise net.core.somaxconn and the open-files limit;
+        lower kernel.perf_event_paranoid to 1 and kernel.kptr_restrict to 0
+        so that a non-root user can profile (a dedicated benchmark box);
         build the release binary in $REPO_DIR;
         print how to start the server and how to record a flamegraph.
         --bind only changes the printed start command (default 0.0.0.0:$DEFAULT_PORT).

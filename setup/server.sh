@@ -93,7 +93,9 @@ kernel.kptr_restrict = 0"
         as_root sysctl -p "$SYSCTL_FILE" ||
             warn "could not apply $SYSCTL_FILE now (container?); it applies at next boot"
     else
-        already "applied: net.core.somaxconn = $(sysctl_value net.core.somaxconn)"
+        already "applied: net.core.somaxconn = $(sysctl_value net.core.somaxconn)," \
+            "kernel.perf_event_paranoid = $(sysctl_value kernel.perf_event_paranoid)," \
+            "kernel.kptr_restrict = $(sysctl_value kernel.kptr_restrict)"
     fi
 }
 
@@ -146,7 +148,7 @@ role_server() {
     ensure_perf
     step "cargo-flamegraph"
     ensure_cargo_flamegraph
-    step "Kernel accept queue (sysctl)"
+    step "Kernel settings (sysctl): accept queue; perf_event_paranoid=1 and kptr_restrict=0 for profiling"
     ensure_sysctl
     step "Open-files limit"
     ensure_limits

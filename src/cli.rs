@@ -1,8 +1,10 @@
 //! The command line: the usage text, and flags parsed into a [`Config`].
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::access_log::AccessLogTarget;
 use crate::config::{Config, Dispatch, UpstreamConfig};
 
 pub const USAGE: &str = "\
@@ -12,9 +14,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
                            [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]]
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
-                           [--help]
+                           [--access-log PATH|-] [--version] [--help]
 
-  --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000)
+  --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
+                            name is resolved now, to its first address
   --pollers N               event loops, each with its own SO_REUSEPORT listener
                             (default: the number of available cores)
   --dispatch local|system   how readiness reaches connection actors: directly from
@@ -28,7 +31,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
   --max-connections N       past N open connections, new ones are closed at once
                             (default 100000)
   --shutdown-timeout T      on SIGINT or SIGTERM, finish in-flight requests for at
-                            most T, then exit (default 10s)
+                            most T, then exit (default 10s; 0 closes them at once)
   --static-dir DIR          also serve every file under DIR, loaded once at start,
                             at its path under DIR; DIR/index.html also at /
   --static-max-file SIZE    refuse to start if a file under DIR is larger
@@ -42,23 +45,53 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
   --upstream-timeout T      an upstream answer later than T gets 504 (default 5s)
   --upstream-queue N        requests waiting for an upstream connection, per poller;
                             past it, 503 (default 1024)
+  --access-log PATH|-       append a line per request to PATH (- for stdout), in
+                            the combined log format (default: no access log)
+  --version                 print the version
   --help                    print this help
 
-Durations are a number with ms, s or m: 500ms, 10s, 2m.
+Durations T are 0, or a number and a unit: 500ms, 1.5s, 2m, 1h. Only
+--shutdown-timeout takes 0.
 
 Logging goes through env_logger: RUST_LOG=info or RUST_LOG=debug for more.";
 
-/// A duration written as a number and a unit: `500ms`, `10s`, `2m`.
+/// The duration forms every flag accepts, for messages.
+const DURATION_FORMS: &str = "0, 500ms, 1.5s, 2m or 1h";
+
+/// A duration: `0`, or a decimal number and a unit (`ms`, `s`, `m`, `h`):
+/// `500ms`, `1.5s`, `2m`, `1h`.
 pub fn parse_duration(text: &str) -> Option<Duration> {
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().ok()?;
-    match unit {
-        "ms" => Some(Duration::from_millis(number)),
-        "s" => Some(Duration::from_secs(number)),
-        "m" => number.checked_mul(60).map(Duration::from_secs),
-        _ => None,
+    if text == "0" {
+        return Some(Duration::ZERO);
     }
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (number, unit) = text.split_at(split);
+    let nanos_per_unit: u128 = match unit {
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => return None,
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let all_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(fraction) || number.ends_with('.') {
+        return None;
+    }
+    // Digits past nanoseconds cannot change the result.
+    let fraction = &fraction[..fraction.len().min(18)];
+    let scale = 10u128.pow(fraction.len() as u32);
+    let whole: u128 = whole.parse().ok()?;
+    let fraction: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().ok()?
+    };
+    let nanos = whole
+        .checked_mul(nanos_per_unit)?
+        .checked_add(fraction * nanos_per_unit / scale)?;
+    let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+    Some(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
 /// What the command line asks for.
@@ -66,22 +99,31 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 pub enum Command {
     Run(Box<Config>),
     Help,
+    Version,
 }
 
-/// Parses the arguments after the program name; `Err` says what is wrong.
-/// Both `--flag value` and `--flag=value` are accepted.
+/// The line `--version` prints.
+pub fn version_line() -> String {
+    format!("uppercut-mio-server {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Parses the arguments after the program name; `Err` says, in one line,
+/// what is wrong. Both `--flag value` and `--flag=value` are accepted.
 pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String> {
     let mut config = Config::default();
     let mut args = args.into_iter();
     let mut upstream_url = None;
     let (mut upstream_conns, mut upstream_timeout, mut upstream_queue) = (None, None, None);
+    let mut static_limit_flag = None;
     while let Some(arg) = args.next() {
         let (flag, inline_value) = match arg.split_once('=') {
             Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
             None => (arg, None),
         };
-        if flag == "--help" || flag == "-h" {
-            return Ok(Command::Help);
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--version" | "-V" => return Ok(Command::Version),
+            _ => {}
         }
         let mut value = || {
             inline_value
@@ -90,17 +132,12 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
                 .ok_or_else(|| format!("{flag} needs a value"))
         };
         match flag.as_str() {
-            "--bind" => {
-                let value = value()?;
-                config.bind = value
-                    .parse()
-                    .map_err(|_| format!("--bind: not an ADDR:PORT: {value}"))?;
-            }
+            "--bind" => config.bind = socket_addr(&flag, &value()?)?,
             "--pollers" => config.pollers = positive(&flag, &value()?)?,
             "--max-connections" => config.max_connections = positive(&flag, &value()?)?,
-            "--header-timeout" => config.timeouts.header = duration(&flag, &value()?)?,
-            "--keepalive-timeout" => config.timeouts.keepalive = duration(&flag, &value()?)?,
-            "--write-timeout" => config.timeouts.write = duration(&flag, &value()?)?,
+            "--header-timeout" => config.timeouts.header = timeout(&flag, &value()?)?,
+            "--keepalive-timeout" => config.timeouts.keepalive = timeout(&flag, &value()?)?,
+            "--write-timeout" => config.timeouts.write = timeout(&flag, &value()?)?,
             "--shutdown-timeout" => config.shutdown_timeout = duration(&flag, &value()?)?,
             "--dispatch" => {
                 config.dispatch = match value()?.as_str() {
@@ -110,14 +147,30 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
                 };
             }
             "--static-dir" => config.static_dir = Some(PathBuf::from(value()?)),
-            "--static-max-file" => config.static_limits.max_file = parse_size(&flag, &value()?)?,
-            "--static-max-total" => config.static_limits.max_total = parse_size(&flag, &value()?)?,
+            "--static-max-file" => {
+                config.static_limits.max_file = parse_size(&flag, &value()?)?;
+                static_limit_flag = Some("--static-max-file");
+            }
+            "--static-max-total" => {
+                config.static_limits.max_total = parse_size(&flag, &value()?)?;
+                static_limit_flag = Some("--static-max-total");
+            }
             "--upstream" => upstream_url = Some(value()?),
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
-            "--upstream-timeout" => upstream_timeout = Some(duration(&flag, &value()?)?),
+            "--upstream-timeout" => upstream_timeout = Some(timeout(&flag, &value()?)?),
             "--upstream-queue" => upstream_queue = Some(positive(&flag, &value()?)?),
-            _ => return Err(format!("unknown argument: {flag}")),
+            "--access-log" => {
+                config.access_log = Some(match value()?.as_str() {
+                    "" => return Err("--access-log needs a path, or - for stdout".into()),
+                    "-" => AccessLogTarget::Stdout,
+                    path => AccessLogTarget::File(PathBuf::from(path)),
+                })
+            }
+            _ => return Err(format!("unknown flag: {flag}")),
         }
+    }
+    if let (Some(flag), None) = (static_limit_flag, &config.static_dir) {
+        return Err(format!("{flag} needs --static-dir"));
     }
     // The pool flags may come before --upstream, so they apply at the end.
     let pool_flags =
@@ -140,6 +193,49 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
     Ok(Command::Run(Box::new(config)))
 }
 
+/// The line the binary prints once it listens. Scripts and tests read its
+/// beginning, `listening on http://ADDR (N pollers, dispatch MODE`.
+pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>) -> String {
+    let mut line = format!(
+        "listening on http://{addr} ({} pollers, dispatch {}",
+        config.pollers,
+        config.dispatch.name()
+    );
+    if let Some(dir) = &config.static_dir {
+        line.push_str(&format!(", static {}", dir.display()));
+        if let Some(count) = static_files {
+            let plural = if count == 1 { "" } else { "s" };
+            line.push_str(&format!(": {count} file{plural}"));
+        }
+    }
+    if let Some(upstream) = &config.upstream {
+        line.push_str(&format!(
+            ", upstream http://{}{}",
+            upstream.host, upstream.path
+        ));
+    }
+    line.push(')');
+    line
+}
+
+/// `ADDR:PORT`, or `HOST:PORT` resolved now to its first address.
+fn socket_addr(flag: &str, value: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = value.parse() {
+        return Ok(addr);
+    }
+    if value
+        .rsplit_once(':')
+        .is_none_or(|(_, port)| port.parse::<u16>().is_err())
+    {
+        return Err(format!("{flag}: not an ADDR:PORT or HOST:PORT: {value}"));
+    }
+    value
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| format!("{flag}: cannot resolve {value}"))
+}
+
 fn positive(flag: &str, value: &str) -> Result<usize, String> {
     match value.parse() {
         Ok(n) if n > 0 => Ok(n),
@@ -148,11 +244,16 @@ fn positive(flag: &str, value: &str) -> Result<usize, String> {
 }
 
 fn duration(flag: &str, value: &str) -> Result<Duration, String> {
-    match parse_duration(value) {
-        Some(d) if !d.is_zero() => Ok(d),
-        _ => Err(format!(
-            "{flag}: not a duration like 500ms, 10s or 2m: {value}"
-        )),
+    parse_duration(value)
+        .ok_or_else(|| format!("{flag}: not a duration: {value} (use {DURATION_FORMS})"))
+}
+
+/// A duration that must not be zero: a zero timeout would end every
+/// connection or request before it could start.
+fn timeout(flag: &str, value: &str) -> Result<Duration, String> {
+    match duration(flag, value)? {
+        d if d.is_zero() => Err(format!("{flag}: must be more than 0: {value}")),
+        d => Ok(d),
     }
 }
 
@@ -175,156 +276,4 @@ fn parse_size(flag: &str, value: &str) -> Result<u64, String> {
         .ok()
         .and_then(|count| count.checked_mul(1 << shift))
         .ok_or_else(|| format!("{flag}: not a size (bytes, K, M or G): {value}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Timeouts;
-    use crate::static_files::StaticLimits;
-
-    fn parse(args: &[&str]) -> Result<Command, String> {
-        parse_args(args.iter().map(|arg| arg.to_string()))
-    }
-
-    #[test]
-    fn reads_flags_in_both_forms() {
-        let expected = Config {
-            bind: "127.0.0.1:8080".parse().unwrap(),
-            pollers: 3,
-            dispatch: Dispatch::System,
-            ..Config::default()
-        };
-        let spaced = parse(&[
-            "--bind",
-            "127.0.0.1:8080",
-            "--pollers",
-            "3",
-            "--dispatch",
-            "system",
-        ]);
-        assert_eq!(spaced, Ok(Command::Run(Box::new(expected.clone()))));
-        let inline = parse(&["--bind=127.0.0.1:8080", "--pollers=3", "--dispatch=system"]);
-        assert_eq!(inline, Ok(Command::Run(Box::new(expected))));
-        assert_eq!(parse(&[]), Ok(Command::Run(Box::default())));
-        assert_eq!(parse(&["--help"]), Ok(Command::Help));
-    }
-
-    #[test]
-    fn reads_limits_and_durations() {
-        let args = [
-            "--header-timeout=500ms",
-            "--keepalive-timeout=2m",
-            "--write-timeout=3s",
-            "--max-connections=7",
-            "--shutdown-timeout=1s",
-        ];
-        let Ok(Command::Run(config)) = parse(&args) else {
-            panic!("{args:?} refused");
-        };
-        let timeouts = Timeouts {
-            header: Duration::from_millis(500),
-            keepalive: Duration::from_secs(120),
-            write: Duration::from_secs(3),
-            ..Timeouts::default()
-        };
-        assert_eq!(config.timeouts, timeouts);
-        assert_eq!(config.max_connections, 7);
-        assert_eq!(config.shutdown_timeout, Duration::from_secs(1));
-    }
-
-    #[test]
-    fn reads_the_static_flags() {
-        let expected = Config {
-            static_dir: Some(PathBuf::from("/srv/www")),
-            static_limits: StaticLimits {
-                max_file: 1536 * 1024,
-                max_total: 2 << 30,
-            },
-            ..Config::default()
-        };
-        let args = [
-            "--static-dir",
-            "/srv/www",
-            "--static-max-file=1536K",
-            "--static-max-total",
-            "2GiB",
-        ];
-        assert_eq!(parse(&args), Ok(Command::Run(Box::new(expected))));
-        let defaults = parse(&["--static-dir=www"]);
-        let Ok(Command::Run(config)) = defaults else {
-            panic!("{defaults:?}");
-        };
-        assert_eq!(config.static_limits.max_file, 16 * 1024 * 1024);
-        assert_eq!(config.static_limits.max_total, 256 * 1024 * 1024);
-    }
-
-    #[test]
-    fn reads_sizes_with_binary_units() {
-        for (value, bytes) in [
-            ("1048576", 1 << 20),
-            ("0", 0),
-            ("16M", 16 << 20),
-            ("256MiB", 256 << 20),
-            ("3k", 3 << 10),
-            ("1gib", 1 << 30),
-        ] {
-            assert_eq!(parse_size("--size", value), Ok(bytes), "{value}");
-        }
-        for value in ["", "M", "-1", "1.5M", "16 M", "16MB", "2T", "99999999999G"] {
-            assert!(parse_size("--size", value).is_err(), "{value:?}");
-        }
-    }
-
-    #[test]
-    fn reads_the_upstream_flags() {
-        let args = [
-            "--upstream-conns=4",
-            "--upstream=http://127.0.0.1:8081/status",
-            "--upstream-timeout=250ms",
-        ];
-        let Ok(Command::Run(config)) = parse(&args) else {
-            panic!("{args:?} refused");
-        };
-        let expected = UpstreamConfig {
-            conns: 4,
-            timeout: Duration::from_millis(250),
-            ..UpstreamConfig::new(
-                "127.0.0.1:8081".parse().unwrap(),
-                "127.0.0.1:8081",
-                "/status",
-            )
-        };
-        assert_eq!(config.upstream, Some(expected));
-        let bare = UpstreamConfig::from_url("http://127.0.0.1").unwrap();
-        assert_eq!((bare.addr.port(), bare.path.as_str()), (80, "/"));
-    }
-
-    #[test]
-    fn refuses_bad_flags() {
-        for args in [
-            &["--bind", "nowhere"][..],
-            &["--pollers", "0"],
-            &["--dispatch", "remote"],
-            &["--static-max-file", "12X"],
-            &["--static-max-total"],
-            &["--pollers"],
-            &["--verbose"],
-            &["--header-timeout", "10"],
-            &["--header-timeout", "0s"],
-            &["--keepalive-timeout", "5h"],
-            &["--write-timeout", "ms"],
-            &["--max-connections", "-1"],
-            &["--upstream", "https://127.0.0.1/"],
-            &["--upstream-conns", "2"],
-            &[
-                "--upstream",
-                "http://127.0.0.1:80/",
-                "--upstream-queue",
-                "0",
-            ],
-        ] {
-            assert!(parse(args).is_err(), "{args:?}");
-        }
-    }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
 
+use crate::access_log::AccessLogTarget;
 use crate::static_files::StaticLimits;
 
 /// How a poller's readiness events reach connection actors.
@@ -111,6 +112,8 @@ pub struct Config {
     pub static_limits: StaticLimits,
     /// Where `GET /io` gets its JSON; without it, `/io` is 404.
     pub upstream: Option<UpstreamConfig>,
+    /// Where a line per request goes; without it, nothing is logged.
+    pub access_log: Option<AccessLogTarget>,
 }
 
 impl Default for Config {
@@ -125,6 +128,7 @@ impl Default for Config {
             static_dir: None,
             static_limits: StaticLimits::default(),
             upstream: None,
+            access_log: None,
         }
     }
 }

@@ -78,11 +78,15 @@ impl Connection {
     /// A connection for a socket already registered READABLE under `token`.
     pub fn new(socket: TcpStream, token: Token, shared: Arc<Shared>) -> Connection {
         let timer = ConnectionTimer::new(shared.clock.now_ms(), &shared.timeouts);
+        let mut stream = RequestStream::default();
+        if let Some(log) = &shared.access_log {
+            stream.log_to(log.recorder(socket.peer_addr().ok().map(|peer| peer.ip())));
+        }
         Connection {
             socket,
             token,
             shared,
-            stream: RequestStream::default(),
+            stream,
             output: BytesMut::new(),
             writable_interest: false,
             wrote: false,

@@ -6,11 +6,13 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::access_line::AccessRecorder;
 use crate::chunked::{ChunkedDecoder, Skipped};
 use crate::date::DATE_LEN;
 use crate::request::{parse_head, BodyFraming, Method, ParsedHead, RequestHead};
 use crate::response::{ErrorStatus, Persistence, CONTINUE};
 use crate::routes::{Reply, RouteAnswer, Routes};
+use crate::upstream_failure::UpstreamFailure;
 
 /// No new request is started while this much output is waiting: a client that
 /// pipelines without reading cannot make the server buffer without bound.
@@ -101,6 +103,11 @@ impl RequestStream {
         !self.kept.is_empty() || !matches!(self.framer.state, State::Head | State::Closed)
     }
 
+    /// Reports every request and its response to `recorder` (the access log).
+    pub fn log_to(&mut self, recorder: AccessRecorder) {
+        self.framer.log = Some(recorder);
+    }
+
     /// Responses written so far.
     pub fn responses(&self) -> u64 {
         self.framer.responses
@@ -122,7 +129,7 @@ impl RequestStream {
     /// serves the requests kept behind it.
     pub fn complete_upstream(
         &mut self,
-        result: Result<Bytes, ErrorStatus>,
+        result: Result<Bytes, UpstreamFailure>,
         routes: &Routes,
         date: &[u8; DATE_LEN],
         out: &mut BytesMut,
@@ -134,13 +141,19 @@ impl RequestStream {
         else {
             return;
         };
-        match result {
-            Ok(body) => routes
-                .upstream_response()
-                .write(out, &body, date, persistence, head_only),
-            Err(status) => routes
-                .response(Err(status))
-                .write(out, date, persistence, head_only),
+        let (status, body_len) = match result {
+            Ok(body) => {
+                let response = routes.upstream_response();
+                response.write(out, &body, date, persistence, head_only);
+                (200, body.len())
+            }
+            Err(failure) => (
+                failure.status().code(),
+                failure.write_response(out, date, persistence, head_only),
+            ),
+        };
+        if let Some(log) = &mut self.framer.log {
+            log.response(status, if head_only { 0 } else { body_len }, date);
         }
         self.framer.finish(persistence);
         self.resume(routes, date, out);
@@ -183,10 +196,11 @@ impl RequestStream {
 }
 
 /// Framing, routing and responses over a byte slice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 struct Framer {
     state: State,
     responses: u64,
+    log: Option<AccessRecorder>,
 }
 
 impl Default for Framer {
@@ -194,6 +208,7 @@ impl Default for Framer {
         Framer {
             state: State::Head,
             responses: 0,
+            log: None,
         }
     }
 }
@@ -222,9 +237,15 @@ impl Framer {
                 State::Head => match parse_head(rest) {
                     ParsedHead::Partial => break,
                     ParsedHead::Rejected(status) => {
+                        if let Some(log) = &mut self.log {
+                            log.request(rest, date);
+                        }
                         self.respond(Answer::fatal(status), routes, date, out)
                     }
                     ParsedHead::Complete(head, len) => {
+                        if let Some(log) = &mut self.log {
+                            log.request(&rest[..len], date);
+                        }
                         pos += len;
                         let answer = Answer::for_head(routes, &head);
                         if head.expect_continue {
@@ -289,6 +310,14 @@ impl Framer {
         }
         let response = routes.response(answer.route);
         response.write(out, date, answer.persistence, answer.head_only);
+        if let Some(log) = &mut self.log {
+            let body_len = if answer.head_only {
+                0
+            } else {
+                response.body_len()
+            };
+            log.response(response.status(), body_len, date);
+        }
         self.finish(answer.persistence);
     }
 

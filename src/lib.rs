@@ -10,6 +10,8 @@
 //! server.join();
 //! ```
 
+pub mod access_line;
+pub mod access_log;
 pub mod chunked;
 pub mod cli;
 pub mod config;
@@ -33,6 +35,7 @@ pub mod socket;
 pub mod static_files;
 pub mod timeouts;
 pub mod upstream;
+pub mod upstream_failure;
 pub mod upstream_response;
 pub mod wakeup;
 

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use log::{info, warn};
-use uppercut_mio_server::cli::{parse_args, Command, USAGE};
+use uppercut_mio_server::cli::{parse_args, start_line, version_line, Command, USAGE};
 use uppercut_mio_server::server::raise_open_files_limit;
 use uppercut_mio_server::{Routes, Server};
 
@@ -19,8 +19,12 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
+        Ok(Command::Version) => {
+            println!("{}", version_line());
+            return ExitCode::SUCCESS;
+        }
         Err(message) => {
-            eprintln!("uppercut-mio-server: {message}\n\n{USAGE}");
+            eprintln!("uppercut-mio-server: {message} (try --help)");
             return ExitCode::from(2);
         }
     };
@@ -39,17 +43,13 @@ fn main() -> ExitCode {
     }
     let server = match Server::start(&config, routes) {
         Ok(server) => server,
+        // The error names the address or the file itself.
         Err(e) => {
-            eprintln!("uppercut-mio-server: cannot listen on {}: {e}", config.bind);
+            eprintln!("uppercut-mio-server: {e}");
             return ExitCode::FAILURE;
         }
     };
-    println!(
-        "listening on http://{} ({} pollers, dispatch {})",
-        server.local_addr(),
-        config.pollers,
-        config.dispatch.name()
-    );
+    println!("{}", start_line(server.local_addr(), &config, None));
     let signal = wait_for(&shutdown_signals);
     info!(
         "signal {signal}: shutting down within {:?}",

@@ -85,6 +85,16 @@ impl CannedResponse {
         CannedResponse::new(200, "OK", &[("Content-Type", content_type)], body.into())
     }
 
+    /// The status code, read back from the status line built in `new`.
+    pub fn status(&self) -> u16 {
+        status_of(&self.head)
+    }
+
+    /// The length of the body a GET gets.
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+
     /// Appends the response to `out`; `head_only` answers a HEAD request.
     pub fn write(
         &self,
@@ -111,6 +121,16 @@ pub struct DynamicResponse {
 }
 
 impl DynamicResponse {
+    /// A response with this status whose body is known only at run time.
+    pub fn new(status: u16, reason: &str, content_type: &str) -> DynamicResponse {
+        let head = format!(
+            "HTTP/1.1 {status} {reason}\r\nServer: {SERVER_NAME}\r\nContent-Type: {content_type}\r\nContent-Length: "
+        );
+        DynamicResponse {
+            head: Bytes::from(head),
+        }
+    }
+
     pub fn ok(content_type: &str) -> DynamicResponse {
         let head = format!(
             "HTTP/1.1 200 OK\r\nServer: {SERVER_NAME}\r\nContent-Type: {content_type}\r\nContent-Length: "
@@ -137,6 +157,14 @@ impl DynamicResponse {
             out.extend_from_slice(body);
         }
     }
+}
+
+/// The status code of a head that starts `HTTP/1.1 NNN`.
+fn status_of(head: &[u8]) -> u16 {
+    head.get(9..12)
+        .and_then(|digits| std::str::from_utf8(digits).ok())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Appends `value` in decimal, formatted on the stack.

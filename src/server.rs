@@ -21,6 +21,7 @@ use uppercut::config::{Config as SystemConfig, SchedulerConfig};
 use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
+use crate::access_log::AccessLog;
 use crate::config::Config;
 use crate::date::DateCache;
 use crate::poller::{Poller, WAKER};
@@ -94,6 +95,8 @@ impl ServerState {
 /// requests in flight finish first.
 pub struct Server {
     local_addr: SocketAddr,
+    /// Written out once the connections are gone.
+    access_log: Option<Arc<AccessLog>>,
     state: Arc<ServerState>,
     wakers: Vec<Waker>,
     system: Option<JoinHandle<()>>,
@@ -106,9 +109,10 @@ impl Server {
     /// accepts connections.
     pub fn start(config: &Config, routes: Routes) -> io::Result<Server> {
         let pollers = config.pollers.max(1);
-        // Bind the first listener alone so that port 0 resolves to one port
-        // that the others then share.
-        let first = reuseport_listener(config.bind)?;
+        // The first listener is bound alone, so that port 0 resolves to one
+        // port that the others then share, and exclusively, so that a second
+        // server on the same address fails instead of splitting the traffic.
+        let first = exclusive_listener(config.bind)?;
         let local_addr = first.local_addr()?;
         let mut listeners = vec![first];
         for _ in 1..pollers {
@@ -120,6 +124,11 @@ impl Server {
             None => routes,
         };
         let routes = Arc::new(routes);
+        let access_log = config
+            .access_log
+            .as_ref()
+            .map(AccessLog::open)
+            .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
         let mut wakers = Vec::with_capacity(pollers);
         let mut actors = Vec::with_capacity(pollers);
@@ -137,6 +146,7 @@ impl Server {
                 server: Arc::clone(&state),
                 upstream_ids: AtomicU64::new(0),
                 outstanding: Outstanding::default(),
+                access_log: access_log.clone(),
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let poller = Poller::new(poll, listener, shared, upstream)?;
@@ -154,6 +164,7 @@ impl Server {
         match started_rx.recv() {
             Ok(Ok(())) => Ok(Server {
                 local_addr,
+                access_log,
                 state,
                 wakers,
                 system: Some(system),
@@ -199,6 +210,9 @@ impl Server {
         self.enter(Phase::Stopping);
         if let Some(system) = self.system.take() {
             let _ = system.join();
+        }
+        if let Some(log) = &self.access_log {
+            log.close();
         }
     }
 
@@ -262,9 +276,39 @@ fn reuseport_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
+    socket.bind(&addr.into()).map_err(|e| bind_error(e, addr))?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(TcpListener::from_std(socket.into()))
+}
+
+/// The first listener: bound and listening *without* SO_REUSEPORT, which
+/// fails with EADDRINUSE if anything listens on `addr` (whether or not it set
+/// SO_REUSEPORT), and only then given SO_REUSEPORT so that the pollers' other
+/// listeners can join it. There is no window between a check and the bind:
+/// the bind is the check, and `listen` checks again, so of two servers
+/// starting at once only one gets the port. (SO_REUSEADDR keeps connections
+/// in TIME_WAIT from a previous run from blocking a restart.) What remains
+/// open is deliberate sharing: a program of the same user that itself sets
+/// SO_REUSEPORT may still join the group, as SO_REUSEPORT intends.
+fn exclusive_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into()).map_err(|e| bind_error(e, addr))?;
+    socket
+        .listen(LISTEN_BACKLOG)
+        .map_err(|e| bind_error(e, addr))?;
+    socket.set_reuse_port(true)?;
+    Ok(TcpListener::from_std(socket.into()))
+}
+
+/// A bind or listen error, of the same kind, worded to name the address.
+fn bind_error(error: io::Error, addr: SocketAddr) -> io::Error {
+    let reason = match error.kind() {
+        io::ErrorKind::AddrInUse => "address already in use".to_string(),
+        _ => error.to_string(),
+    };
+    io::Error::new(error.kind(), format!("cannot listen on {addr}: {reason}"))
 }
 
 /// Raises the open-files soft limit to the hard limit: every connection is a

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use mio::Registry;
 
+use crate::access_log::AccessLog;
 use crate::config::{Dispatch, Timeouts};
 use crate::date::DateCache;
 use crate::routes::Routes;
@@ -30,4 +31,6 @@ pub struct Shared {
     pub upstream_ids: AtomicU64,
     /// `system` dispatch: the poller's wakes not yet handled.
     pub outstanding: Outstanding,
+    /// Where each request is logged, with `--access-log`.
+    pub access_log: Option<Arc<AccessLog>>,
 }

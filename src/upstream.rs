@@ -15,9 +15,9 @@ use mio::{Interest, Registry, Token};
 
 use crate::config::UpstreamConfig;
 use crate::json;
-use crate::response::ErrorStatus;
 use crate::slab::Slab;
 use crate::socket::write_until_blocked;
+use crate::upstream_failure::UpstreamFailure;
 use crate::upstream_response::{self, Parsed};
 
 /// Upstream connections use tokens from here up; connection actors use small ones.
@@ -32,11 +32,11 @@ pub struct UpstreamRequest {
     pub token: Token,
 }
 
-/// The answer: the upstream's body as sent, or the status to answer with.
+/// The answer: the upstream's body as sent, or why there is none.
 #[derive(Debug)]
 pub struct UpstreamReply {
     pub id: u64,
-    pub result: Result<Bytes, ErrorStatus>,
+    pub result: Result<Bytes, UpstreamFailure>,
 }
 
 /// A request, and when it must be answered by.
@@ -65,7 +65,7 @@ pub struct UpstreamPool {
     idle: Vec<usize>,
     queue: VecDeque<Job>,
     /// Answers ready for the poller to deliver.
-    replies: Vec<(UpstreamRequest, Result<Bytes, ErrorStatus>)>,
+    replies: Vec<(UpstreamRequest, Result<Bytes, UpstreamFailure>)>,
 }
 
 impl UpstreamPool {
@@ -85,7 +85,7 @@ impl UpstreamPool {
     }
 
     /// The answers ready since the last call, for the poller to deliver.
-    pub fn take_replies(&mut self) -> Vec<(UpstreamRequest, Result<Bytes, ErrorStatus>)> {
+    pub fn take_replies(&mut self) -> Vec<(UpstreamRequest, Result<Bytes, UpstreamFailure>)> {
         mem::take(&mut self.replies)
     }
 
@@ -113,23 +113,20 @@ impl UpstreamPool {
         if self.queue.len() < self.config.queue {
             self.queue.push_back(job);
         } else {
-            self.answer(job, Err(ErrorStatus::ServiceUnavailable));
+            self.answer(job, Err(UpstreamFailure::QueueFull));
         }
     }
 
     fn connect(&mut self, job: Job, registry: &Registry) {
         let mut socket = match TcpStream::connect(self.config.addr) {
             Ok(socket) => socket,
-            Err(e) => {
-                debug!("upstream connect: {e}");
-                return self.answer(job, Err(ErrorStatus::BadGateway));
-            }
+            Err(e) => return self.answer(job, Err(UpstreamFailure::from_io(&e, true))),
         };
         let key = self.links.vacant_key();
         let interest = Interest::READABLE | Interest::WRITABLE;
         if let Err(e) = registry.register(&mut socket, Token(FIRST_TOKEN + key), interest) {
             debug!("upstream register: {e}");
-            return self.answer(job, Err(ErrorStatus::BadGateway));
+            return self.answer(job, Err(UpstreamFailure::Broken));
         }
         self.links.insert(Link {
             socket,
@@ -152,16 +149,14 @@ impl UpstreamPool {
             return;
         };
         if !link.connected {
+            if let Ok(Some(e)) | Err(e) = link.socket.take_error() {
+                return self.fail(key, UpstreamFailure::from_io(&e, true), registry);
+            }
             match link.socket.peer_addr() {
                 Ok(_) => link.connected = true,
                 // Still connecting: a later event will say how it went.
-                Err(e)
-                    if e.kind() == ErrorKind::NotConnected
-                        && link.socket.take_error().ok().flatten().is_none() =>
-                {
-                    return
-                }
-                Err(_) => return self.fail(key, registry),
+                Err(e) if e.kind() == ErrorKind::NotConnected => return,
+                Err(e) => return self.fail(key, UpstreamFailure::from_io(&e, true), registry),
             }
         }
         if link.job.is_none() {
@@ -175,7 +170,7 @@ impl UpstreamPool {
         }
         match write_until_blocked(&mut link.socket, &self.request_bytes[link.written..]) {
             Ok(len) => link.written += len,
-            Err(_) => return self.fail(key, registry),
+            Err(e) => return self.fail(key, UpstreamFailure::from_io(&e, false), registry),
         }
         if link.written < self.request_bytes.len() {
             return;
@@ -191,23 +186,21 @@ impl UpstreamPool {
                 Ok(len) => link.received.extend_from_slice(&chunk[..len]),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => return self.fail(key, registry),
+                Err(e) => return self.fail(key, UpstreamFailure::from_io(&e, false), registry),
             }
         }
         match upstream_response::parse(&link.received, eof) {
-            Parsed::Incomplete if eof => self.fail(key, registry),
+            Parsed::Incomplete if eof => self.fail(key, UpstreamFailure::Closed, registry),
             Parsed::Incomplete => {}
-            Parsed::Invalid => self.fail(key, registry),
+            Parsed::Invalid => self.fail(key, UpstreamFailure::NotHttp, registry),
+            Parsed::TooLarge => self.fail(key, UpstreamFailure::TooLarge, registry),
             Parsed::Complete(response) => {
-                let result = if response.status == 200 && json::is_valid(&response.body) {
-                    Ok(response.body)
+                let result = if response.status != 200 {
+                    Err(UpstreamFailure::Status(response.status))
+                } else if !json::is_valid(&response.body) {
+                    Err(UpstreamFailure::NotJson)
                 } else {
-                    debug!(
-                        "upstream answered {} with {} bytes",
-                        response.status,
-                        response.body.len()
-                    );
-                    Err(ErrorStatus::BadGateway)
+                    Ok(response.body)
                 };
                 let job = link.job.take();
                 link.received.clear();
@@ -227,7 +220,7 @@ impl UpstreamPool {
 
     /// The link broke: its request is retried once on a fresh connection if
     /// the upstream had closed an idle connection under it, else answered 502.
-    fn fail(&mut self, key: usize, registry: &Registry) {
+    fn fail(&mut self, key: usize, failure: UpstreamFailure, registry: &Registry) {
         let Some(mut link) = self.links.remove(key) else {
             return;
         };
@@ -238,7 +231,7 @@ impl UpstreamPool {
                 job.retried = true;
                 self.connect(job, registry);
             } else {
-                self.answer(job, Err(ErrorStatus::BadGateway));
+                self.answer(job, Err(failure));
             }
         }
         self.next_in_queue(registry);
@@ -268,7 +261,7 @@ impl UpstreamPool {
             .is_some_and(|job| job.deadline_ms <= now_ms)
         {
             if let Some(job) = self.queue.pop_front() {
-                self.answer(job, Err(ErrorStatus::GatewayTimeout));
+                self.answer(job, Err(UpstreamFailure::TimedOut));
             }
         }
         let late: Vec<usize> = self
@@ -283,13 +276,16 @@ impl UpstreamPool {
             .collect();
         for key in late {
             if let Some(job) = self.links.get_mut(key).and_then(|link| link.job.take()) {
-                self.answer(job, Err(ErrorStatus::GatewayTimeout));
+                self.answer(job, Err(UpstreamFailure::TimedOut));
             }
             self.drop_link(key, registry);
         }
     }
 
-    fn answer(&mut self, job: Job, result: Result<Bytes, ErrorStatus>) {
+    fn answer(&mut self, job: Job, result: Result<Bytes, UpstreamFailure>) {
+        if let Err(failure) = result {
+            failure.warn(self.config.addr);
+        }
         self.replies.push((job.request, result));
     }
 }

@@ -24,10 +24,13 @@ pub struct UpstreamResponse {
 /// What the bytes read so far amount to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Parsed {
+    /// More bytes are needed; after `eof`, the upstream closed too early.
     Incomplete,
     Complete(UpstreamResponse),
-    /// Not HTTP, too large, or cut short: the connection is unusable.
+    /// Not HTTP, or cut short: the connection is unusable.
     Invalid,
+    /// A head or body over the limits: the connection is unusable.
+    TooLarge,
 }
 
 #[derive(Clone, Copy)]
@@ -44,10 +47,9 @@ pub fn parse(buf: &BytesMut, eof: bool) -> Parsed {
     let parser = httparse::ParserConfig::default();
     let head_len = match parser.parse_response_with_uninit_headers(&mut response, buf, &mut slots) {
         Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_LEN && !eof => {
-            return Parsed::Incomplete
-        }
-        _ => return Parsed::Invalid,
+        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_LEN => return Parsed::Incomplete,
+        Ok(httparse::Status::Partial) => return Parsed::TooLarge,
+        Err(_) => return Parsed::Invalid,
     };
     let status = response.code.unwrap_or(0);
     let mut framing = Framing::UntilClose;
@@ -78,18 +80,17 @@ pub fn parse(buf: &BytesMut, eof: bool) -> Parsed {
 
     let rest = &buf[head_len..];
     let body = match framing {
-        Framing::Length(length) if length as u64 > MAX_BODY_LEN => return Parsed::Invalid,
+        Framing::Length(length) if length as u64 > MAX_BODY_LEN => return Parsed::TooLarge,
         // Anything past the body would be an answer to a request never sent.
         Framing::Length(length) if rest.len() > length => return Parsed::Invalid,
         Framing::Length(length) if rest.len() == length => Bytes::copy_from_slice(rest),
-        Framing::Length(_) if eof => return Parsed::Invalid,
         Framing::Length(_) => return Parsed::Incomplete,
-        Framing::Chunked => match dechunk(rest, eof) {
+        Framing::Chunked => match dechunk(rest) {
             Ok(Some(body)) => body,
             Ok(None) => return Parsed::Incomplete,
-            Err(()) => return Parsed::Invalid,
+            Err(parsed) => return parsed,
         },
-        Framing::UntilClose if rest.len() as u64 > MAX_BODY_LEN => return Parsed::Invalid,
+        Framing::UntilClose if rest.len() as u64 > MAX_BODY_LEN => return Parsed::TooLarge,
         Framing::UntilClose if eof => {
             keep_alive = false;
             Bytes::copy_from_slice(rest)
@@ -104,34 +105,30 @@ pub fn parse(buf: &BytesMut, eof: bool) -> Parsed {
 }
 
 /// The data of a complete chunked body, `None` while more is needed.
-fn dechunk(mut rest: &[u8], eof: bool) -> Result<Option<Bytes>, ()> {
+fn dechunk(mut rest: &[u8]) -> Result<Option<Bytes>, Parsed> {
     let mut body = BytesMut::new();
     loop {
         let (line_len, size) = match httparse::parse_chunk_size(rest) {
             Ok(httparse::Status::Complete(sized)) => sized,
-            Ok(httparse::Status::Partial) if !eof => return Ok(None),
-            _ => return Err(()),
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) => return Err(Parsed::Invalid),
         };
         rest = &rest[line_len..];
         if size == 0 {
             // Trailers are not used. Nothing follows the response (we never
             // pipeline upstream), so it ends where the buffer ends a blank line.
             let ended = rest == b"\r\n" || rest.ends_with(b"\r\n\r\n");
-            return match (ended, eof) {
-                (true, _) => Ok(Some(body.freeze())),
-                (false, true) => Err(()),
-                (false, false) => Ok(None),
-            };
+            return Ok(ended.then(|| body.freeze()));
         }
         if (body.len() as u64).saturating_add(size) > MAX_BODY_LEN {
-            return Err(());
+            return Err(Parsed::TooLarge);
         }
         let size = size as usize;
         if rest.len() < size + 2 {
-            return if eof { Err(()) } else { Ok(None) };
+            return Ok(None);
         }
         if &rest[size..size + 2] != b"\r\n" {
-            return Err(());
+            return Err(Parsed::Invalid);
         }
         body.extend_from_slice(&rest[..size]);
         rest = &rest[size + 2..];
@@ -185,18 +182,29 @@ mod tests {
         for (text, eof) in [
             ("SMTP ready\r\n\r\n", false),
             ("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false),
-            ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n{}", true),
             ("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n{}", false),
             ("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", false),
             (
                 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX",
                 false,
             ),
-            ("HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n", false),
-            // A chunk size near u64::MAX must not overflow the size check.
-            ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\nffffffffffffffff\r\n", false),
         ] {
             assert_eq!(parse_str(text, eof), Parsed::Invalid, "{text:?}");
+        }
+        // Cut short by the upstream's close: the caller sees `eof` too.
+        for text in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n{}",
+            "HTTP/1.1 2",
+            "",
+        ] {
+            assert_eq!(parse_str(text, true), Parsed::Incomplete, "{text:?}");
+        }
+        for text in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n",
+            // A chunk size near u64::MAX must not overflow the size check.
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\nffffffffffffffff\r\n",
+        ] {
+            assert_eq!(parse_str(text, false), Parsed::TooLarge, "{text:?}");
         }
     }
 }

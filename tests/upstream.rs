@@ -123,8 +123,12 @@ fn start_for(config: &Config) -> Server {
     start_with(config, Routes::standard())
 }
 
-fn error_response(code: u16, reason: &str) -> String {
-    let body = format!("{code} {reason}\n");
+/// An error response; `cause`, when given, follows the reason in the body.
+fn error_response(code: u16, reason: &str, cause: Option<&str>) -> String {
+    let body = match cause {
+        Some(cause) => format!("{code} {reason}: {cause}\n"),
+        None => format!("{code} {reason}\n"),
+    };
     format!(
         "HTTP/1.1 {code} {reason}\r\nServer: uppercut-mio-server\r\n\
          Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nDate: {{date}}\r\n\r\n{body}",
@@ -177,7 +181,10 @@ fn answers_502_when_the_upstream_is_down(dispatch: Dispatch) {
     let server = start_for(&with_upstream(dispatch, closed));
     let mut client = Client::connect(server.local_addr());
     client.send(GET_IO);
-    assert_response(&client.response(false), &error_response(502, "Bad Gateway"));
+    assert_response(
+        &client.response(false),
+        &error_response(502, "Bad Gateway", Some("upstream refused the connection")),
+    );
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     assert!(client.response(false).starts_with(b"HTTP/1.1 200 OK\r\n"));
 }
@@ -186,7 +193,10 @@ fn answers_502_for_a_body_that_is_not_json(dispatch: Dispatch) {
     let upstream = upstream(Behaviour::Sized("{\"unterminated\": "));
     let server = start_for(&with_upstream(dispatch, upstream.addr));
     let response = exchange(&server, "GET /io HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert_response(&response, &error_response(502, "Bad Gateway"));
+    assert_response(
+        &response,
+        &error_response(502, "Bad Gateway", Some("upstream answer is not JSON")),
+    );
 }
 
 fn answers_504_when_the_upstream_is_slow(dispatch: Dispatch) {
@@ -200,7 +210,7 @@ fn answers_504_when_the_upstream_is_slow(dispatch: Dispatch) {
     client.send(GET_IO);
     assert_response(
         &client.response(false),
-        &error_response(504, "Gateway Timeout"),
+        &error_response(504, "Gateway Timeout", Some("upstream timed out")),
     );
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     assert!(client.response(false).starts_with(b"HTTP/1.1 200 OK\r\n"));
@@ -249,7 +259,7 @@ fn answers_503_when_the_queue_is_full(dispatch: Dispatch) {
     // Nothing can answer 200 before the gate opens, so the first answer is the 503.
     assert_response(
         &answered.recv().unwrap(),
-        &error_response(503, "Service Unavailable"),
+        &error_response(503, "Service Unavailable", Some("upstream queue full")),
     );
     open_gate.send(()).unwrap();
     open_gate.send(()).unwrap();
@@ -260,7 +270,7 @@ fn answers_503_when_the_queue_is_full(dispatch: Dispatch) {
 fn io_is_not_found_without_an_upstream(dispatch: Dispatch) {
     let server = start_with(&config(dispatch), Routes::standard());
     let response = exchange(&server, "GET /io HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert_response(&response, &error_response(404, "Not Found"));
+    assert_response(&response, &error_response(404, "Not Found", None));
 }
 
 in_both_modes!(

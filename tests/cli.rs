@@ -1,0 +1,335 @@
+//! The command line as the library parses it: every flag, every refusal with
+//! its exact one-line message, durations, sizes and the start line.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use uppercut_mio_server::access_log::AccessLogTarget;
+use uppercut_mio_server::cli::{parse_args, parse_duration, start_line, version_line, Command};
+use uppercut_mio_server::config::{Timeouts, UpstreamConfig};
+use uppercut_mio_server::{Config, Dispatch, StaticLimits};
+
+fn parse(args: &[&str]) -> Result<Command, String> {
+    parse_args(args.iter().map(|arg| arg.to_string()))
+}
+
+fn config(args: &[&str]) -> Config {
+    match parse(args) {
+        Ok(Command::Run(config)) => *config,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn reads_flags_in_both_forms() {
+    let expected = Config {
+        bind: "127.0.0.1:8080".parse().unwrap(),
+        pollers: 3,
+        dispatch: Dispatch::System,
+        ..Config::default()
+    };
+    let spaced = parse(&[
+        "--bind",
+        "127.0.0.1:8080",
+        "--pollers",
+        "3",
+        "--dispatch",
+        "system",
+    ]);
+    assert_eq!(spaced, Ok(Command::Run(Box::new(expected.clone()))));
+    let inline = parse(&["--bind=127.0.0.1:8080", "--pollers=3", "--dispatch=system"]);
+    assert_eq!(inline, Ok(Command::Run(Box::new(expected))));
+    assert_eq!(parse(&[]), Ok(Command::Run(Box::default())));
+    assert_eq!(parse(&["--help"]), Ok(Command::Help));
+    assert_eq!(
+        parse(&["--pollers", "2", "--version"]),
+        Ok(Command::Version)
+    );
+    assert_eq!(parse(&["-V"]), Ok(Command::Version));
+}
+
+#[test]
+fn the_version_line_names_the_crate_version() {
+    assert_eq!(
+        version_line(),
+        format!("uppercut-mio-server {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn resolves_a_host_name_for_bind() {
+    let bind = config(&["--bind", "localhost:9000"]).bind;
+    assert!(bind.ip().is_loopback(), "{bind}");
+    assert_eq!(bind.port(), 9000);
+    assert_eq!(
+        config(&["--bind=[::1]:80"]).bind,
+        "[::1]:80".parse().unwrap()
+    );
+}
+
+#[test]
+fn reads_limits_and_durations() {
+    let config = config(&[
+        "--header-timeout=500ms",
+        "--keepalive-timeout=2m",
+        "--write-timeout=1.5s",
+        "--max-connections=7",
+        "--shutdown-timeout=0",
+        "--upstream=http://127.0.0.1:80/",
+        "--upstream-timeout=1h",
+    ]);
+    let timeouts = Timeouts {
+        header: Duration::from_millis(500),
+        keepalive: Duration::from_secs(120),
+        write: Duration::from_millis(1500),
+        ..Timeouts::default()
+    };
+    assert_eq!(config.timeouts, timeouts);
+    assert_eq!(config.max_connections, 7);
+    assert_eq!(config.shutdown_timeout, Duration::ZERO);
+    assert_eq!(config.upstream.unwrap().timeout, Duration::from_secs(3600));
+}
+
+#[test]
+fn parses_every_duration_form() {
+    for (text, expected) in [
+        ("0", Duration::ZERO),
+        ("0s", Duration::ZERO),
+        ("500ms", Duration::from_millis(500)),
+        ("1.5s", Duration::from_millis(1500)),
+        ("0.25ms", Duration::from_micros(250)),
+        ("10s", Duration::from_secs(10)),
+        ("2m", Duration::from_secs(120)),
+        ("1.5m", Duration::from_secs(90)),
+        ("1h", Duration::from_secs(3600)),
+        ("0.001s", Duration::from_millis(1)),
+    ] {
+        assert_eq!(parse_duration(text), Some(expected), "{text}");
+    }
+    for text in [
+        "",
+        "10",
+        "1.5",
+        "s",
+        ".5s",
+        "5.s",
+        "1..5s",
+        "1.5.s",
+        "-1s",
+        "1d",
+        "1 s",
+        "1S",
+        "5sec",
+        "99999999999999999999h",
+    ] {
+        assert_eq!(parse_duration(text), None, "{text:?}");
+    }
+}
+
+#[test]
+fn reads_the_static_flags() {
+    let expected = Config {
+        static_dir: Some(PathBuf::from("/srv/www")),
+        static_limits: StaticLimits {
+            max_file: 1536 * 1024,
+            max_total: 2 << 30,
+        },
+        ..Config::default()
+    };
+    let args = [
+        "--static-dir",
+        "/srv/www",
+        "--static-max-file=1536K",
+        "--static-max-total",
+        "2GiB",
+    ];
+    assert_eq!(parse(&args), Ok(Command::Run(Box::new(expected))));
+    let defaults = config(&["--static-dir=www"]);
+    assert_eq!(defaults.static_limits.max_file, 16 * 1024 * 1024);
+    assert_eq!(defaults.static_limits.max_total, 256 * 1024 * 1024);
+}
+
+#[test]
+fn reads_sizes_with_binary_units() {
+    for (value, bytes) in [
+        ("1048576", 1 << 20),
+        ("0", 0),
+        ("16M", 16 << 20),
+        ("256MiB", 256 << 20),
+        ("3k", 3 << 10),
+        ("1gib", 1 << 30),
+    ] {
+        let flag = format!("--static-max-file={value}");
+        let limits = config(&["--static-dir=d", &flag]).static_limits;
+        assert_eq!(limits.max_file, bytes, "{value}");
+    }
+    for value in ["", "M", "-1", "1.5M", "16 M", "16MB", "2T", "99999999999G"] {
+        let flag = format!("--static-max-file={value}");
+        assert_eq!(
+            parse(&["--static-dir=d", &flag]),
+            Err(format!(
+                "--static-max-file: not a size (bytes, K, M or G): {value}"
+            ))
+        );
+    }
+}
+
+#[test]
+fn reads_the_upstream_flags() {
+    let config = config(&[
+        "--upstream-conns=4",
+        "--upstream=http://127.0.0.1:8081/status",
+        "--upstream-timeout=250ms",
+    ]);
+    let expected = UpstreamConfig {
+        conns: 4,
+        timeout: Duration::from_millis(250),
+        ..UpstreamConfig::new(
+            "127.0.0.1:8081".parse().unwrap(),
+            "127.0.0.1:8081",
+            "/status",
+        )
+    };
+    assert_eq!(config.upstream, Some(expected));
+    let bare = UpstreamConfig::from_url("http://127.0.0.1").unwrap();
+    assert_eq!((bare.addr.port(), bare.path.as_str()), (80, "/"));
+}
+
+#[test]
+fn reads_the_access_log_flag() {
+    assert_eq!(config(&[]).access_log, None);
+    assert_eq!(
+        config(&["--access-log", "-"]).access_log,
+        Some(AccessLogTarget::Stdout)
+    );
+    assert_eq!(
+        config(&["--access-log=/var/log/a.log"]).access_log,
+        Some(AccessLogTarget::File(PathBuf::from("/var/log/a.log")))
+    );
+}
+
+#[test]
+fn refuses_bad_flags_in_one_line_that_says_why() {
+    let durations = "use 0, 500ms, 1.5s, 2m or 1h";
+    for (args, message) in [
+        (
+            &["--bind", "nowhere"][..],
+            "--bind: not an ADDR:PORT or HOST:PORT: nowhere".to_string(),
+        ),
+        (
+            &["--bind", "localhost:http"],
+            "--bind: not an ADDR:PORT or HOST:PORT: localhost:http".into(),
+        ),
+        (
+            &["--bind", "no-such-host.invalid:80"],
+            "--bind: cannot resolve no-such-host.invalid:80".into(),
+        ),
+        (
+            &["--pollers", "0"],
+            "--pollers: not a positive number: 0".into(),
+        ),
+        (
+            &["--dispatch", "remote"],
+            "--dispatch: not local or system: remote".into(),
+        ),
+        (
+            &["--static-max-total"],
+            "--static-max-total needs a value".into(),
+        ),
+        (&["--pollers"], "--pollers needs a value".into()),
+        (&["--verbose"], "unknown flag: --verbose".into()),
+        (
+            &["--header-timeout", "10"],
+            format!("--header-timeout: not a duration: 10 ({durations})"),
+        ),
+        (
+            &["--header-timeout", "0s"],
+            "--header-timeout: must be more than 0: 0s".into(),
+        ),
+        (
+            &["--keepalive-timeout", "0"],
+            "--keepalive-timeout: must be more than 0: 0".into(),
+        ),
+        (
+            &["--keepalive-timeout", "5d"],
+            format!("--keepalive-timeout: not a duration: 5d ({durations})"),
+        ),
+        (
+            &["--write-timeout", "ms"],
+            format!("--write-timeout: not a duration: ms ({durations})"),
+        ),
+        (
+            &["--shutdown-timeout", "1,5s"],
+            format!("--shutdown-timeout: not a duration: 1,5s ({durations})"),
+        ),
+        (
+            &["--max-connections", "-1"],
+            "--max-connections: not a positive number: -1".into(),
+        ),
+        (
+            &["--upstream", "https://127.0.0.1/"],
+            "--upstream: only http:// URLs are supported: https://127.0.0.1/".into(),
+        ),
+        (
+            &["--upstream-conns", "2"],
+            "--upstream-conns, --upstream-timeout and --upstream-queue need --upstream".into(),
+        ),
+        (
+            &[
+                "--upstream",
+                "http://127.0.0.1:80/",
+                "--upstream-queue",
+                "0",
+            ],
+            "--upstream-queue: not a positive number: 0".into(),
+        ),
+        (
+            &[
+                "--upstream",
+                "http://127.0.0.1:80/",
+                "--upstream-timeout",
+                "0",
+            ],
+            "--upstream-timeout: must be more than 0: 0".into(),
+        ),
+        (
+            &["--static-max-file", "1M"],
+            "--static-max-file needs --static-dir".into(),
+        ),
+        (
+            &["--static-max-total=1G"],
+            "--static-max-total needs --static-dir".into(),
+        ),
+        (
+            &["--access-log="],
+            "--access-log needs a path, or - for stdout".into(),
+        ),
+    ] {
+        assert_eq!(parse(args), Err(message), "{args:?}");
+    }
+}
+
+#[test]
+fn the_start_line_names_the_static_directory_and_the_upstream() {
+    let addr = "127.0.0.1:9000".parse().unwrap();
+    let plain = config(&["--pollers=2"]);
+    assert_eq!(
+        start_line(addr, &plain, None),
+        "listening on http://127.0.0.1:9000 (2 pollers, dispatch local)"
+    );
+    let full = config(&[
+        "--pollers=2",
+        "--static-dir=./public",
+        "--upstream=http://127.0.0.1:8080/status",
+    ]);
+    assert_eq!(
+        start_line(addr, &full, Some(12)),
+        "listening on http://127.0.0.1:9000 (2 pollers, dispatch local, \
+         static ./public: 12 files, upstream http://127.0.0.1:8080/status)"
+    );
+    let one = config(&["--pollers=1", "--dispatch=system", "--static-dir=www"]);
+    assert_eq!(
+        start_line(addr, &one, Some(1)),
+        "listening on http://127.0.0.1:9000 (1 pollers, dispatch system, static www: 1 file)"
+    );
+}

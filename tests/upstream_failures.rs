@@ -1,0 +1,152 @@
+//! /io failures name their cause in the body, one line each: an upstream
+//! that answers with a status other than 200, with bytes that are not HTTP,
+//! with a body over the limit, that closes or resets the connection before
+//! answering; and HEAD gets the same head without the body. Both dispatch
+//! modes; the connection stays usable after each.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use common::{assert_response, config, find, start_with, Client};
+use socket2::SockRef;
+use uppercut_mio_server::config::UpstreamConfig;
+use uppercut_mio_server::{Config, Dispatch, Routes};
+
+const GET_IO: &[u8] = b"GET /io HTTP/1.1\r\nHost: t\r\n\r\n";
+
+/// What the test upstream does once it has read a request head.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// Writes these bytes and keeps the connection open.
+    Bytes(&'static str),
+    /// A 200 whose declared body is over the server's 1 MiB limit.
+    Huge,
+    /// Closes the connection without a byte.
+    Close,
+    /// Resets the connection.
+    Reset,
+}
+
+fn upstream(answer: Answer) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            thread::spawn(move || serve(stream, answer));
+        }
+    });
+    addr
+}
+
+fn serve(mut stream: TcpStream, answer: Answer) {
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Some(end) = find(&received, b"\r\n\r\n") {
+            received.drain(..end + 4);
+            match answer {
+                Answer::Bytes(bytes) => {
+                    if stream.write_all(bytes.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+                Answer::Huge => {
+                    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n");
+                    return;
+                }
+                Answer::Close => return,
+                Answer::Reset => {
+                    let _ = SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                    return;
+                }
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(len) => received.extend_from_slice(&chunk[..len]),
+        }
+    }
+}
+
+fn server_config(dispatch: Dispatch, addr: SocketAddr) -> Config {
+    let host = addr.to_string();
+    let upstream = UpstreamConfig {
+        timeout: Duration::from_secs(60),
+        ..UpstreamConfig::new(addr, &host, "/status")
+    };
+    Config {
+        upstream: Some(upstream),
+        ..config(dispatch)
+    }
+}
+
+fn bad_gateway(body: &str) -> String {
+    format!(
+        "HTTP/1.1 502 Bad Gateway\r\nServer: uppercut-mio-server\r\n\
+         Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nDate: {{date}}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Asks /io once with GET and once with HEAD, expecting 502 with `body`,
+/// then checks that the connection still serves.
+fn answers_502_with(dispatch: Dispatch, answer: Answer, body: &str) {
+    let server = start_with(
+        &server_config(dispatch, upstream(answer)),
+        Routes::standard(),
+    );
+    let mut client = Client::connect(server.local_addr());
+    client.send(GET_IO);
+    assert_response(&client.response(false), &bad_gateway(body));
+    client.send(b"HEAD /io HTTP/1.1\r\nHost: t\r\n\r\n");
+    let head = bad_gateway(body);
+    let head = &head[..head.len() - body.len()];
+    assert_response(&client.response(true), head);
+    client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(client.response(false).starts_with(b"HTTP/1.1 200 OK\r\n"));
+}
+
+fn names_the_upstream_status(dispatch: Dispatch) {
+    let answer = Answer::Bytes("HTTP/1.1 500 Oops\r\nContent-Length: 2\r\n\r\n{}");
+    answers_502_with(dispatch, answer, "502 Bad Gateway: upstream status 500\n");
+}
+
+fn names_an_answer_that_is_not_http(dispatch: Dispatch) {
+    let answer = Answer::Bytes("SSH-2.0-OpenSSH_9.2\r\n\r\n");
+    answers_502_with(
+        dispatch,
+        answer,
+        "502 Bad Gateway: upstream answer is not valid HTTP\n",
+    );
+}
+
+fn names_an_answer_that_is_too_large(dispatch: Dispatch) {
+    answers_502_with(
+        dispatch,
+        Answer::Huge,
+        "502 Bad Gateway: upstream answer is too large\n",
+    );
+}
+
+fn names_a_close_before_the_answer(dispatch: Dispatch) {
+    let body = "502 Bad Gateway: upstream closed the connection before answering\n";
+    answers_502_with(dispatch, Answer::Close, body);
+}
+
+fn names_a_reset(dispatch: Dispatch) {
+    let body = "502 Bad Gateway: upstream reset the connection\n";
+    answers_502_with(dispatch, Answer::Reset, body);
+}
+
+in_both_modes!(
+    names_the_upstream_status,
+    names_an_answer_that_is_not_http,
+    names_an_answer_that_is_too_large,
+    names_a_close_before_the_answer,
+    names_a_reset,
+);
