@@ -221,8 +221,12 @@ impl Framer {
                 }
                 State::Head => match parse_head(rest) {
                     ParsedHead::Partial => break,
-                    ParsedHead::Rejected(status) => {
-                        self.respond(Answer::fatal(status), routes, date, out)
+                    ParsedHead::Rejected { status, head_only } => {
+                        let answer = Answer {
+                            head_only,
+                            ..Answer::fatal(status)
+                        };
+                        self.respond(answer, routes, date, out)
                     }
                     ParsedHead::Complete(head, len) => {
                         pos += len;
@@ -262,7 +266,13 @@ impl Framer {
                             pos += len;
                             self.respond(answer, routes, date, out);
                         }
-                        Err(status) => self.respond(Answer::fatal(status), routes, date, out),
+                        Err(status) => {
+                            let answer = Answer {
+                                head_only: answer.head_only,
+                                ..Answer::fatal(status)
+                            };
+                            self.respond(answer, routes, date, out)
+                        }
                     }
                 }
             }

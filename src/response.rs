@@ -168,10 +168,11 @@ pub enum ErrorStatus {
     BadGateway,
     ServiceUnavailable,
     GatewayTimeout,
+    HttpVersionNotSupported,
 }
 
 impl ErrorStatus {
-    pub const ALL: [ErrorStatus; 11] = [
+    pub const ALL: [ErrorStatus; 12] = [
         ErrorStatus::BadRequest,
         ErrorStatus::NotFound,
         ErrorStatus::MethodNotAllowed,
@@ -183,6 +184,7 @@ impl ErrorStatus {
         ErrorStatus::BadGateway,
         ErrorStatus::ServiceUnavailable,
         ErrorStatus::GatewayTimeout,
+        ErrorStatus::HttpVersionNotSupported,
     ];
 
     pub fn code(self) -> u16 {
@@ -198,6 +200,7 @@ impl ErrorStatus {
             ErrorStatus::BadGateway => 502,
             ErrorStatus::ServiceUnavailable => 503,
             ErrorStatus::GatewayTimeout => 504,
+            ErrorStatus::HttpVersionNotSupported => 505,
         }
     }
 
@@ -214,6 +217,7 @@ impl ErrorStatus {
             ErrorStatus::BadGateway => "Bad Gateway",
             ErrorStatus::ServiceUnavailable => "Service Unavailable",
             ErrorStatus::GatewayTimeout => "Gateway Timeout",
+            ErrorStatus::HttpVersionNotSupported => "HTTP Version Not Supported",
         }
     }
 

@@ -13,6 +13,7 @@ use crate::percent::decode_path;
 use crate::request::{Method, RequestHead, MAX_HEAD_LEN};
 use crate::response::{CannedResponse, DynamicResponse, ErrorStatus};
 use crate::static_files::{self, StaticFilesError, StaticLimits};
+use crate::target::TargetForm;
 
 /// The 20-user list served at `/v1/user`.
 pub const V1_USER_JSON: &[u8] = include_bytes!("../fixtures/v1-user.json");
@@ -176,6 +177,12 @@ impl Routes {
         #[cfg(feature = "fault-injection")]
         if self.panic_path.as_deref() == Some(head.path) {
             panic!("fault injection: a request for a panicking route");
+        }
+        // Only OPTIONS may send `*` and only CONNECT an authority (the
+        // parser refuses them with other methods); this server implements
+        // neither method for any target.
+        if matches!(head.form, TargetForm::Asterisk | TargetForm::Authority) {
+            return Err(ErrorStatus::MethodNotAllowed);
         }
         if self.upstream_path.as_deref() == Some(head.path) {
             return match head.method {
