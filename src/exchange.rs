@@ -232,6 +232,18 @@ impl Framer {
                         pos += len;
                         let answer = Answer::for_head(routes, &head);
                         if head.expect_continue {
+                            if answer.route.is_err() {
+                                // Answer before inviting a body the answer does
+                                // not need. The client may then send that body or
+                                // not, so where the next request starts is
+                                // unknown: close (RFC 9110 §10.1.1).
+                                let answer = Answer {
+                                    persistence: Persistence::Close,
+                                    ..answer
+                                };
+                                self.respond(answer, routes, date, out);
+                                continue;
+                            }
                             out.extend_from_slice(CONTINUE);
                         }
                         match head.body {
