@@ -56,8 +56,8 @@ impl ChunkedDecoder {
         while pos < input.len() {
             let rest = &input[pos..];
             match self.state {
-                State::Size => match httparse::parse_chunk_size(up_to_limit(rest)) {
-                    Ok(httparse::Status::Complete((line_len, size))) => {
+                State::Size => match size_line(up_to_limit(rest))? {
+                    Some((line_len, size)) => {
                         pos += line_len;
                         self.body_len = self.body_len.saturating_add(size);
                         if self.body_len > MAX_BODY_LEN {
@@ -73,10 +73,8 @@ impl ChunkedDecoder {
                         };
                     }
                     // Keep the partial size line for the next call, within reason.
-                    Ok(httparse::Status::Partial) if rest.len() <= MAX_HEAD_LEN => {
-                        return Ok(Skipped::NeedMore(pos))
-                    }
-                    Ok(httparse::Status::Partial) | Err(_) => return Err(ErrorStatus::BadRequest),
+                    None if rest.len() <= MAX_HEAD_LEN => return Ok(Skipped::NeedMore(pos)),
+                    None => return Err(ErrorStatus::BadRequest),
                 },
                 State::Data(left) => {
                     let take = left.min(rest.len() as u64);
@@ -137,6 +135,89 @@ impl ChunkedDecoder {
     }
 }
 
+/// Where a chunk-size line parser stands after a byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// In the size; hex digits seen so far.
+    Size(usize),
+    /// Whitespace after the size or an extension, which only `;` may follow.
+    Bws,
+    /// After `;`: whitespace, then an extension name.
+    NameStart,
+    Name,
+    /// Whitespace after a name: `=`, `;` or nothing else.
+    NameBws,
+    /// After `=`: whitespace, then a token or a quoted string.
+    ValueStart,
+    Token,
+    Quoted,
+    /// After a backslash in a quoted string.
+    Escaped,
+    /// After a quoted string's closing quote.
+    QuotedEnd,
+    /// After the CR that must end the line.
+    Cr,
+}
+
+/// Parses the chunk-size line at the start of `input`: its length and the
+/// size, or `None` if it has not all arrived. The grammar is RFC 9112
+/// §7.1.1 taken strictly, `1*HEXDIG *( BWS ";" BWS name [ BWS "=" BWS
+/// value ] ) CRLF` with a token for the name and a token or quoted string
+/// for the value. Extensions are checked and ignored. The line is refused
+/// at its first byte that cannot belong to it (a bare LF, a control byte,
+/// whitespace before the line end), so the answer never depends on where
+/// reads end and never waits for bytes that cannot help.
+fn size_line(input: &[u8]) -> Result<Option<(usize, u64)>, ErrorStatus> {
+    let mut size: u64 = 0;
+    let mut line = Line::Size(0);
+    for (at, &b) in input.iter().enumerate() {
+        line = match (line, b) {
+            (Line::Size(digits), _) => match (b as char).to_digit(16) {
+                Some(digit) => {
+                    // A size past the body limit is refused once the line ends.
+                    size = size.saturating_mul(16).saturating_add(u64::from(digit));
+                    Line::Size(digits + 1)
+                }
+                None if digits == 0 => return Err(ErrorStatus::BadRequest),
+                None if b == b' ' || b == b'\t' => Line::Bws,
+                None if b == b';' => Line::NameStart,
+                None if b == b'\r' => Line::Cr,
+                None => return Err(ErrorStatus::BadRequest),
+            },
+            (Line::Bws, b' ' | b'\t') => Line::Bws,
+            (Line::NameStart, b' ' | b'\t') => Line::NameStart,
+            (Line::NameStart | Line::Name, _) if is_tchar(b) => Line::Name,
+            (Line::Name | Line::NameBws, b' ' | b'\t') => Line::NameBws,
+            (Line::Name | Line::NameBws, b'=') => Line::ValueStart,
+            (Line::ValueStart, b' ' | b'\t') => Line::ValueStart,
+            (Line::ValueStart, b'"') => Line::Quoted,
+            (Line::ValueStart | Line::Token, _) if is_tchar(b) => Line::Token,
+            (Line::Token | Line::QuotedEnd, b' ' | b'\t') => Line::Bws,
+            (Line::Quoted, b'"') => Line::QuotedEnd,
+            (Line::Quoted, b'\\') => Line::Escaped,
+            (Line::Quoted, _) if is_qdtext(b) => Line::Quoted,
+            (Line::Escaped, _) if is_qdtext(b) || b == b'"' || b == b'\\' => Line::Quoted,
+            (Line::Bws | Line::Name | Line::NameBws | Line::Token | Line::QuotedEnd, b';') => {
+                Line::NameStart
+            }
+            (Line::Name | Line::Token | Line::QuotedEnd, b'\r') => Line::Cr,
+            (Line::Cr, b'\n') => return Ok(Some((at + 1, size))),
+            _ => return Err(ErrorStatus::BadRequest),
+        };
+    }
+    Ok(None)
+}
+
+/// A token character (RFC 9110 §5.6.2).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A character of a quoted string other than `"` and `\` (RFC 9110 §5.6.4).
+fn is_qdtext(b: u8) -> bool {
+    matches!(b, b'\t' | b' ' | 0x21 | 0x23..=0x5B | 0x5D..=0x7E | 0x80..=0xFF)
+}
+
 /// The bytes a size line may take. Nothing past the limit is parsed, so a
 /// longer size line is refused whether it arrives in one read or in several.
 fn up_to_limit(input: &[u8]) -> &[u8] {
@@ -187,6 +268,66 @@ mod tests {
             Err(ErrorStatus::PayloadTooLarge)
         );
         assert_eq!(decode_in_steps(b"5\r\nhel", 2), Ok(None));
+    }
+
+    #[test]
+    fn accepts_extensions_by_the_grammar() {
+        let lines: [&[u8]; 9] = [
+            b"5\r\n",
+            b"00005\r\n",
+            b"5;a\r\n",
+            b"5 ;a\r\n",
+            b"5\t; a ;b\r\n",
+            b"5;a=1\r\n",
+            b"5;a = tok~en ; b\r\n",
+            b"5;a=\"q \\\" \\\\ \t\x80\" ;b=\"\"\r\n",
+            b"5;!#$%&'*+-.^_`|~=x\r\n",
+        ];
+        for line in lines {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(size_line(line), Ok(Some((line.len(), 5))), "{text:?}");
+            let mut cut = line.to_vec();
+            cut.pop();
+            assert_eq!(size_line(&cut), Ok(None), "{text:?} without its LF");
+        }
+    }
+
+    #[test]
+    fn refuses_malformed_size_lines_at_the_first_bad_byte() {
+        let lines: [&[u8]; 17] = [
+            b"5;\n",
+            b"5\n",
+            b"5;a\n",
+            b"5;\r",
+            b"5; \r",
+            b"5;bad[",
+            b"5 \r",
+            b"5;a \r",
+            b"5;a=1 \r",
+            b"5;a=\"x\" \r",
+            b"5;a=\r",
+            b"5;a=\x00",
+            b"5;a\x01",
+            b"5;a=\"\x7f",
+            b"5;a=\"\\\n",
+            b";",
+            b"5\rx",
+        ];
+        for line in lines {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(size_line(line), Err(ErrorStatus::BadRequest), "{text:?}");
+            let before = &line[..line.len() - 1];
+            assert_eq!(size_line(before), Ok(None), "{text:?} refused early");
+        }
+    }
+
+    /// A bare LF after an extension used to wait for a CRLF that never came.
+    #[test]
+    fn a_bare_lf_in_an_extension_is_refused_at_once() {
+        assert_eq!(
+            decode_in_steps(b"5;\nhello\n0\n\n", 16),
+            Err(ErrorStatus::BadRequest)
+        );
     }
 
     /// A chunk-size line longer than the limit was refused when a read ended

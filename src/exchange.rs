@@ -236,11 +236,15 @@ impl Framer {
                 }
                 State::Head => match parse_head(rest) {
                     ParsedHead::Partial => break,
-                    ParsedHead::Rejected(status) => {
+                    ParsedHead::Rejected { status, head_only } => {
                         if let Some(log) = &mut self.log {
                             log.request(rest, date);
                         }
-                        self.respond(Answer::fatal(status), routes, date, out)
+                        let answer = Answer {
+                            head_only,
+                            ..Answer::fatal(status)
+                        };
+                        self.respond(answer, routes, date, out)
                     }
                     ParsedHead::Complete(head, len) => {
                         if let Some(log) = &mut self.log {
@@ -249,6 +253,18 @@ impl Framer {
                         pos += len;
                         let answer = Answer::for_head(routes, &head);
                         if head.expect_continue {
+                            if answer.route.is_err() {
+                                // Answer before inviting a body the answer does
+                                // not need. The client may then send that body or
+                                // not, so where the next request starts is
+                                // unknown: close (RFC 9110 §10.1.1).
+                                let answer = Answer {
+                                    persistence: Persistence::Close,
+                                    ..answer
+                                };
+                                self.respond(answer, routes, date, out);
+                                continue;
+                            }
                             out.extend_from_slice(CONTINUE);
                         }
                         match head.body {
@@ -283,7 +299,13 @@ impl Framer {
                             pos += len;
                             self.respond(answer, routes, date, out);
                         }
-                        Err(status) => self.respond(Answer::fatal(status), routes, date, out),
+                        Err(status) => {
+                            let answer = Answer {
+                                head_only: answer.head_only,
+                                ..Answer::fatal(status)
+                            };
+                            self.respond(answer, routes, date, out)
+                        }
                     }
                 }
             }

@@ -1,10 +1,14 @@
-//! Request heads: httparse over the caller's bytes, then the HTTP/1.1 rules this
-//! server enforces on top (Host, message framing, connection persistence, limits).
-//! Nothing here allocates; a parsed head borrows the caller's buffer.
+//! Request heads: httparse over the caller's bytes, the request line's
+//! version and target, then the rules on the header fields ([`crate::headers`])
+//! and the limits. Nothing here allocates; a parsed head borrows the caller's
+//! buffer.
 
 use std::mem::MaybeUninit;
 
+pub use crate::headers::list_items;
+use crate::headers::read_headers;
 use crate::response::ErrorStatus;
+use crate::target::{parse_target, TargetForm};
 
 /// Largest request head (request line and headers) accepted.
 pub const MAX_HEAD_LEN: usize = 8 * 1024;
@@ -31,9 +35,19 @@ pub enum BodyFraming {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHead<'b> {
     pub method: Method,
-    /// The path of the request target, without its query.
+    /// The form of the request target; origin-form and absolute-form name a
+    /// path, the other two (`OPTIONS *`, `CONNECT host:port`) do not.
+    pub form: TargetForm,
+    /// The path of the request target, without its query: it starts with
+    /// `/`, or is empty for a target that names no path.
     pub path: &'b [u8],
-    /// HTTP/1.0 rather than HTTP/1.1.
+    /// The query of the request target, without its `?`.
+    pub query: Option<&'b [u8]>,
+    /// The host the request is for: the authority of an absolute-form or
+    /// authority-form target (RFC 9112 §3.2.2 has it override `Host`), else
+    /// the `Host` value; `None` only for HTTP/1.0 without `Host`.
+    pub host: Option<&'b [u8]>,
+    /// HTTP/1.0 rather than HTTP/1.1 (or a later HTTP/1.x, served as 1.1).
     pub http10: bool,
     /// The client wants the connection kept open after this exchange.
     pub keep_alive: bool,
@@ -53,7 +67,21 @@ pub enum ParsedHead<'b> {
     /// The head is not all here yet.
     Partial,
     /// The head can never be served; answer with this status and close.
-    Rejected(ErrorStatus),
+    /// A HEAD request (when the head got as far as to say so) gets no body
+    /// (RFC 9110 §9.3.2).
+    Rejected {
+        status: ErrorStatus,
+        head_only: bool,
+    },
+}
+
+impl ParsedHead<'_> {
+    fn rejected(status: ErrorStatus) -> Self {
+        ParsedHead::Rejected {
+            status,
+            head_only: false,
+        }
+    }
 }
 
 /// Parses the request head at the start of `buf`.
@@ -65,32 +93,66 @@ pub fn parse_head(buf: &[u8]) -> ParsedHead<'_> {
     let limited = &buf[..buf.len().min(MAX_HEAD_LEN)];
     let head_len = match request.parse_with_uninit_headers(limited, &mut slots) {
         Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_LEN => return ParsedHead::Partial,
-        Ok(httparse::Status::Partial) => return ParsedHead::Rejected(oversized_head(buf)),
+        Ok(httparse::Status::Partial) => return incomplete(buf),
+        // httparse knows HTTP/1.0 and HTTP/1.1 only.
+        Err(httparse::Error::Version) => return parse_other_version(buf, limited),
         Err(httparse::Error::TooManyHeaders) => {
-            return ParsedHead::Rejected(ErrorStatus::HeaderFieldsTooLarge)
+            return ParsedHead::rejected(ErrorStatus::HeaderFieldsTooLarge)
         }
-        Err(_) => return ParsedHead::Rejected(ErrorStatus::BadRequest),
+        Err(_) => return ParsedHead::rejected(ErrorStatus::BadRequest),
     };
+    let line = RequestLine {
+        method: request.method.unwrap_or(""),
+        target: request.path.unwrap_or("").as_bytes(),
+        http10: request.version == Some(0),
+    };
+    complete(line, request.headers, head_len)
+}
 
-    let method = match request.method {
-        Some("GET") => Method::Get,
-        Some("HEAD") => Method::Head,
+/// A head that has not all arrived: wait for more, unless it cannot fit.
+fn incomplete(buf: &[u8]) -> ParsedHead<'_> {
+    if buf.len() <= MAX_HEAD_LEN {
+        ParsedHead::Partial
+    } else {
+        ParsedHead::rejected(oversized_head(buf))
+    }
+}
+
+/// What the request line says, once parsed.
+struct RequestLine<'b> {
+    method: &'b str,
+    target: &'b [u8],
+    http10: bool,
+}
+
+/// The head once its request line and fields are parsed: the HTTP/1.1 rules.
+fn complete<'b>(
+    line: RequestLine<'b>,
+    headers: &[httparse::Header<'b>],
+    head_len: usize,
+) -> ParsedHead<'b> {
+    let method = match line.method {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
         _ => Method::Other,
     };
-    let target = request.path.unwrap_or("/").as_bytes();
-    let path = match target.iter().position(|&b| b == b'?') {
-        Some(query) => &target[..query],
-        None => target,
+    // A target in none of the forms its method may use is a malformed
+    // request (RFC 9112 §3.2), not a missing resource.
+    let Some(target) = parse_target(line.target, line.method) else {
+        return ParsedHead::Rejected {
+            status: ErrorStatus::BadRequest,
+            head_only: method == Method::Head,
+        };
     };
-    let http10 = request.version == Some(0);
-
-    match read_headers(request.headers, http10) {
+    match read_headers(headers, line.http10) {
         Ok(fields) => ParsedHead::Complete(
             RequestHead {
                 method,
-                path,
-                http10,
+                form: target.form,
+                path: target.path,
+                query: target.query,
+                host: target.authority.or(fields.host),
+                http10: line.http10,
                 keep_alive: fields.keep_alive,
                 body: fields.body,
                 expect_continue: fields.expect_continue,
@@ -98,7 +160,89 @@ pub fn parse_head(buf: &[u8]) -> ParsedHead<'_> {
             },
             head_len,
         ),
-        Err(status) => ParsedHead::Rejected(status),
+        Err(status) => ParsedHead::Rejected {
+            status,
+            head_only: method == Method::Head,
+        },
+    }
+}
+
+/// A request line whose version httparse refused. `HTTP/1.x` for any minor
+/// version x is served as HTTP/1.1, the highest minor version this server
+/// implements (RFC 9110 §2.5); another major version gets 505; anything
+/// else that is not `HTTP/` DIGIT `.` DIGIT gets 400. httparse stops at the
+/// version, so the method and target before it are known to be well formed,
+/// and the fields after the line are left to httparse's field parser.
+fn parse_other_version<'b>(buf: &'b [u8], limited: &'b [u8]) -> ParsedHead<'b> {
+    // httparse skips empty lines (CRLF or LF) before the request line.
+    let start = limited
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(limited.len());
+    let mut parts = limited[start..].splitn(3, |&b| b == b' ');
+    let (Some(method), Some(target), Some(rest)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return incomplete(buf);
+    };
+    let version_end = match version_line(rest) {
+        VersionLine::Partial => return incomplete(buf),
+        VersionLine::Invalid => return ParsedHead::rejected(ErrorStatus::BadRequest),
+        VersionLine::OtherMajor => {
+            return ParsedHead::rejected(ErrorStatus::HttpVersionNotSupported)
+        }
+        VersionLine::Http1(end) => end,
+    };
+    let line_len = limited.len() - rest.len() + version_end;
+    let line = RequestLine {
+        method: std::str::from_utf8(method).unwrap_or(""),
+        target,
+        http10: false,
+    };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::parse_headers(&limited[line_len..], &mut headers) {
+        Ok(httparse::Status::Complete((fields_len, headers))) => {
+            complete(line, headers, line_len + fields_len)
+        }
+        Ok(httparse::Status::Partial) => incomplete(buf),
+        Err(httparse::Error::TooManyHeaders) => {
+            ParsedHead::rejected(ErrorStatus::HeaderFieldsTooLarge)
+        }
+        Err(_) => ParsedHead::rejected(ErrorStatus::BadRequest),
+    }
+}
+
+enum VersionLine {
+    Partial,
+    Invalid,
+    /// HTTP/1.x, and the length of the version and its line end.
+    Http1(usize),
+    OtherMajor,
+}
+
+/// Reads `HTTP/` DIGIT `.` DIGIT and a line end (CRLF, or a bare LF as
+/// httparse allows) at the start of `rest`, refusing at the first byte that
+/// cannot be part of one, so the answer does not depend on where reads end.
+fn version_line(rest: &[u8]) -> VersionLine {
+    const PATTERN: &[u8; 8] = b"HTTP/0.0";
+    for (at, &b) in rest.iter().take(PATTERN.len()).enumerate() {
+        let fits = match PATTERN[at] {
+            b'0' => b.is_ascii_digit(),
+            expected => b == expected,
+        };
+        if !fits {
+            return VersionLine::Invalid;
+        }
+    }
+    let line_end = match rest.get(PATTERN.len()..) {
+        None | Some([] | [b'\r']) => return VersionLine::Partial,
+        Some([b'\r', b'\n', ..]) => 2,
+        Some([b'\n', ..]) => 1,
+        Some(_) => return VersionLine::Invalid,
+    };
+    if rest[5] == b'1' {
+        VersionLine::Http1(PATTERN.len() + line_end)
+    } else {
+        VersionLine::OtherMajor
     }
 }
 
@@ -109,130 +253,6 @@ fn oversized_head(buf: &[u8]) -> ErrorStatus {
         None => ErrorStatus::UriTooLong,
         Some(_) => ErrorStatus::HeaderFieldsTooLarge,
     }
-}
-
-struct HeaderFields<'b> {
-    keep_alive: bool,
-    body: BodyFraming,
-    expect_continue: bool,
-    if_none_match: Option<&'b [u8]>,
-}
-
-fn read_headers<'b>(
-    headers: &[httparse::Header<'b>],
-    http10: bool,
-) -> Result<HeaderFields<'b>, ErrorStatus> {
-    let mut hosts = 0;
-    let mut content_length: Option<u64> = None;
-    let mut transfer_encoding = TransferCoding::Absent;
-    let mut connection_close = false;
-    let mut connection_keep_alive = false;
-    let mut expect_continue = false;
-    let mut if_none_match = None;
-
-    for header in headers {
-        let name = header.name;
-        let value = header.value.trim_ascii();
-        if name.eq_ignore_ascii_case("host") {
-            hosts += 1;
-        } else if name.eq_ignore_ascii_case("content-length") {
-            let length = parse_content_length(value).ok_or(ErrorStatus::BadRequest)?;
-            if content_length.is_some_and(|seen| seen != length) {
-                return Err(ErrorStatus::BadRequest);
-            }
-            content_length = Some(length);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            for coding in list_items(value) {
-                transfer_encoding = transfer_encoding.then(coding);
-            }
-        } else if name.eq_ignore_ascii_case("connection") {
-            for option in list_items(value) {
-                connection_close |= option.eq_ignore_ascii_case(b"close");
-                connection_keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
-            }
-        } else if name.eq_ignore_ascii_case("expect") {
-            expect_continue = value.eq_ignore_ascii_case(b"100-continue");
-        } else if name.eq_ignore_ascii_case("if-none-match") {
-            if_none_match = if_none_match.or(Some(value));
-        }
-    }
-
-    if hosts > 1 || (hosts == 0 && !http10) {
-        return Err(ErrorStatus::BadRequest);
-    }
-    // HTTP/1.0 has no transfer codings: its framing is faulty (RFC 9112 6.1).
-    if http10 && !matches!(transfer_encoding, TransferCoding::Absent) {
-        return Err(ErrorStatus::BadRequest);
-    }
-    let body = match (transfer_encoding, content_length) {
-        (TransferCoding::Absent, None | Some(0)) => BodyFraming::Empty,
-        (TransferCoding::Absent, Some(length)) if length > MAX_BODY_LEN => {
-            return Err(ErrorStatus::PayloadTooLarge)
-        }
-        (TransferCoding::Absent, Some(length)) => BodyFraming::Length(length),
-        // Both framings at once is how request smuggling starts.
-        (_, Some(_)) => return Err(ErrorStatus::BadRequest),
-        (TransferCoding::Chunked, None) => BodyFraming::Chunked,
-        (TransferCoding::ChunkedNotLast, None) => return Err(ErrorStatus::BadRequest),
-        (TransferCoding::Unknown, None) => return Err(ErrorStatus::NotImplemented),
-    };
-    let keep_alive = !connection_close && (!http10 || connection_keep_alive);
-    Ok(HeaderFields {
-        keep_alive,
-        body,
-        // An HTTP/1.0 client cannot expect 100 Continue (RFC 9110 10.1.1).
-        expect_continue: expect_continue && !http10 && body != BodyFraming::Empty,
-        if_none_match,
-    })
-}
-
-/// What the Transfer-Encoding headers, read in order, amount to.
-#[derive(Clone, Copy)]
-enum TransferCoding {
-    Absent,
-    /// `chunked` is the final coding: the only framing we decode.
-    Chunked,
-    /// A coding after `chunked`: the body cannot be delimited.
-    ChunkedNotLast,
-    /// A coding we do not implement (gzip, identity, ...).
-    Unknown,
-}
-
-impl TransferCoding {
-    fn then(self, coding: &[u8]) -> TransferCoding {
-        match self {
-            TransferCoding::Unknown => TransferCoding::Unknown,
-            _ if !coding.eq_ignore_ascii_case(b"chunked") => match self {
-                TransferCoding::Chunked | TransferCoding::ChunkedNotLast => {
-                    TransferCoding::ChunkedNotLast
-                }
-                _ => TransferCoding::Unknown,
-            },
-            TransferCoding::Absent => TransferCoding::Chunked,
-            // `chunked` twice is never valid.
-            _ => TransferCoding::ChunkedNotLast,
-        }
-    }
-}
-
-/// A Content-Length value: digits only, no sign, no list, no overflow.
-fn parse_content_length(value: &[u8]) -> Option<u64> {
-    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(
-        value
-            .iter()
-            .fold(0u64, |length, digit| length * 10 + u64::from(digit - b'0')),
-    )
-}
-
-/// The non-empty, trimmed items of a comma-separated header value.
-pub fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|&b| b == b',')
-        .map(<[u8]>::trim_ascii)
-        .filter(|item| !item.is_empty())
 }
 
 #[cfg(test)]
@@ -251,7 +271,7 @@ mod tests {
 
     fn rejected(raw: &[u8]) -> ErrorStatus {
         match parse_head(raw) {
-            ParsedHead::Rejected(status) => status,
+            ParsedHead::Rejected { status, .. } => status,
             other => panic!("{:?} parsed as {other:?}", String::from_utf8_lossy(raw)),
         }
     }
@@ -274,49 +294,89 @@ mod tests {
     }
 
     #[test]
-    fn reads_body_framing() {
-        let sized =
-            head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n");
-        assert_eq!(sized.body, BodyFraming::Length(5));
-        let chunked = head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
-        assert_eq!(chunked.body, BodyFraming::Chunked);
-        let expect =
-            head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n");
-        assert!(expect.expect_continue);
-        let http10 = head("POST / HTTP/1.0\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n");
-        assert!(!http10.expect_continue);
-    }
-
-    #[test]
-    fn keeps_the_first_if_none_match() {
-        let conditional =
-            head("GET / HTTP/1.1\r\nHost: a\r\nIf-None-Match:  \"1\", \"2\" \r\nif-none-match: *\r\n\r\n");
-        assert_eq!(conditional.if_none_match, Some(&b"\"1\", \"2\""[..]));
+    fn reads_the_target_and_the_host() {
+        let origin = head("GET /json?x=1 HTTP/1.1\r\nHost: example.com:80\r\n\r\n");
         assert_eq!(
-            head("GET / HTTP/1.1\r\nHost: a\r\n\r\n").if_none_match,
-            None
+            (origin.form, origin.query, origin.host),
+            (
+                TargetForm::Origin,
+                Some(&b"x=1"[..]),
+                Some(&b"example.com:80"[..])
+            )
+        );
+        // The authority overrides Host, which must still be there and valid.
+        let absolute = head("GET hTTp://127.0.0.1:9000/json HTTP/1.1\r\nHost: other\r\n\r\n");
+        assert_eq!(
+            (absolute.form, absolute.path, absolute.host),
+            (
+                TargetForm::Absolute,
+                &b"/json"[..],
+                Some(&b"127.0.0.1:9000"[..])
+            )
+        );
+        assert_eq!(head("GET / HTTP/1.0\r\n\r\n").host, None);
+        assert_eq!(head("GET / HTTP/1.1\r\nHost:\r\n\r\n").host, Some(&b""[..]));
+        assert_eq!(
+            head("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n").form,
+            TargetForm::Asterisk
+        );
+        let connect = head("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+        assert_eq!(
+            (connect.form, connect.path),
+            (TargetForm::Authority, &b""[..])
         );
     }
 
     #[test]
-    fn rejects_what_cannot_be_framed() {
-        use ErrorStatus::*;
-        let cases: [(&str, ErrorStatus); 10] = [
-            ("GET / HTTP/1.1\r\n\r\n", BadRequest),
-            ("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", BadRequest),
-            ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", BadRequest),
-            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", BadRequest),
-            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", BadRequest),
-            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n", BadRequest),
-            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", BadRequest),
-            ("GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", BadRequest),
-            ("GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", NotImplemented),
-            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048577\r\n\r\n", PayloadTooLarge),
-        ];
-        for (raw, status) in cases {
-            assert_eq!(rejected(raw.as_bytes()), status, "{raw:?}");
+    fn serves_later_minor_versions_as_http11() {
+        let raw = "\r\nGET /json HTTP/1.2\r\nHost: a\r\nConnection: close\r\n\r\n";
+        let later = head(raw);
+        assert_eq!(
+            (later.path, later.http10, later.keep_alive),
+            (&b"/json"[..], false, false)
+        );
+        assert_eq!(head("GET / HTTP/1.9\nHost: a\n\n").path, b"/");
+        // Like HTTP/1.1, it needs a Host.
+        assert_eq!(rejected(b"GET / HTTP/1.2\r\n\r\n"), ErrorStatus::BadRequest);
+        for partial in [
+            "GET / HTTP/2",
+            "GET / HTTP/1.2",
+            "GET / HTTP/1.2\r",
+            "GET / HTTP/1.2\r\nHost: a\r\n",
+        ] {
+            assert_eq!(
+                parse_head(partial.as_bytes()),
+                ParsedHead::Partial,
+                "{partial:?}"
+            );
         }
-        assert_eq!(rejected(b"\x01 / HTTP/1.1\r\n\r\n"), BadRequest);
+        for other in [
+            "GET / HTTP/2.0\r\n",
+            "GET / HTTP/0.9\r\n",
+            "PRI * HTTP/2.0\r\n",
+        ] {
+            assert_eq!(
+                rejected(other.as_bytes()),
+                ErrorStatus::HttpVersionNotSupported
+            );
+        }
+        for malformed in [
+            "GET / HTTP/1.10\r\n",
+            "GET / HTTP/1.x",
+            "GET / HTTX",
+            "GET / HTTP/1.2 \r\n",
+        ] {
+            assert_eq!(
+                rejected(malformed.as_bytes()),
+                ErrorStatus::BadRequest,
+                "{malformed:?}"
+            );
+        }
+        let many: String = (0..MAX_HEADERS + 1)
+            .map(|i| format!("X-{i}: 1\r\n"))
+            .collect();
+        let many = format!("GET / HTTP/1.2\r\nHost: a\r\n{many}\r\n");
+        assert_eq!(rejected(many.as_bytes()), ErrorStatus::HeaderFieldsTooLarge);
     }
 
     #[test]

@@ -196,10 +196,11 @@ pub enum ErrorStatus {
     BadGateway,
     ServiceUnavailable,
     GatewayTimeout,
+    HttpVersionNotSupported,
 }
 
 impl ErrorStatus {
-    pub const ALL: [ErrorStatus; 11] = [
+    pub const ALL: [ErrorStatus; 12] = [
         ErrorStatus::BadRequest,
         ErrorStatus::NotFound,
         ErrorStatus::MethodNotAllowed,
@@ -211,6 +212,7 @@ impl ErrorStatus {
         ErrorStatus::BadGateway,
         ErrorStatus::ServiceUnavailable,
         ErrorStatus::GatewayTimeout,
+        ErrorStatus::HttpVersionNotSupported,
     ];
 
     pub fn code(self) -> u16 {
@@ -226,6 +228,7 @@ impl ErrorStatus {
             ErrorStatus::BadGateway => 502,
             ErrorStatus::ServiceUnavailable => 503,
             ErrorStatus::GatewayTimeout => 504,
+            ErrorStatus::HttpVersionNotSupported => 505,
         }
     }
 
@@ -242,6 +245,7 @@ impl ErrorStatus {
             ErrorStatus::BadGateway => "Bad Gateway",
             ErrorStatus::ServiceUnavailable => "Service Unavailable",
             ErrorStatus::GatewayTimeout => "Gateway Timeout",
+            ErrorStatus::HttpVersionNotSupported => "HTTP Version Not Supported",
         }
     }
 

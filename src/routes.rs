@@ -1,7 +1,8 @@
 //! The route table: exact request paths to canned responses, built once at
 //! start and shared by every connection, plus the canned error responses.
-//! Paths are looked up percent-decoded; a route with an entity tag answers a
-//! matching `If-None-Match` with its canned 304.
+//! Paths are looked up percent-decoded; every route answers a matching
+//! `If-None-Match` with its canned 304 (`*` matches any route, a list of
+//! tags only a route with an entity tag).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,6 +14,7 @@ use crate::percent::decode_path;
 use crate::request::{Method, RequestHead, MAX_HEAD_LEN};
 use crate::response::{CannedResponse, DynamicResponse, ErrorStatus};
 use crate::static_files::{self, StaticFilesError, StaticLimits};
+use crate::target::TargetForm;
 
 /// The 20-user list served at `/v1/user`.
 pub const V1_USER_JSON: &[u8] = include_bytes!("../fixtures/v1-user.json");
@@ -24,7 +26,7 @@ pub type RouteAnswer = Result<Reply, ErrorStatus>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
     Full(usize),
-    /// The client's `If-None-Match` matched the route's entity tag.
+    /// The client's `If-None-Match` matched the route.
     NotModified(usize),
     /// The answer is the upstream's JSON, which the exchange waits for.
     Upstream,
@@ -46,7 +48,12 @@ pub struct Routes {
 #[derive(Debug, Clone)]
 struct Route {
     response: CannedResponse,
-    revalidation: Option<Revalidation>,
+    /// The answer to a GET or HEAD whose `If-None-Match` matches.
+    not_modified: CannedResponse,
+    /// The strong entity tag of `response`, with its quotes. Without one,
+    /// only `If-None-Match: *` matches: it asks whether the resource has any
+    /// current representation (RFC 9110 §13.1.2), and every route has one.
+    etag: Option<Box<[u8]>>,
 }
 
 /// How a route with an entity tag answers a conditional request.
@@ -105,7 +112,8 @@ impl Routes {
     pub fn route(mut self, path: &str, response: CannedResponse) -> Routes {
         let route = Route {
             response,
-            revalidation: None,
+            not_modified: CannedResponse::not_modified(&[]),
+            etag: None,
         };
         self.insert(path.as_bytes(), route);
         self
@@ -123,7 +131,8 @@ impl Routes {
             for path in &file.url_paths {
                 let route = Route {
                     response: file.response.clone(),
-                    revalidation: Some(file.revalidation.clone()),
+                    not_modified: file.revalidation.not_modified.clone(),
+                    etag: Some(file.revalidation.etag.clone()),
                 };
                 self.insert(path, route);
             }
@@ -177,6 +186,12 @@ impl Routes {
         if self.panic_path.as_deref() == Some(head.path) {
             panic!("fault injection: a request for a panicking route");
         }
+        // Only OPTIONS may send `*` and only CONNECT an authority (the
+        // parser refuses them with other methods); this server implements
+        // neither method for any target.
+        if matches!(head.form, TargetForm::Asterisk | TargetForm::Authority) {
+            return Err(ErrorStatus::MethodNotAllowed);
+        }
         if self.upstream_path.as_deref() == Some(head.path) {
             return match head.method {
                 Method::Other => Err(ErrorStatus::MethodNotAllowed),
@@ -188,13 +203,16 @@ impl Routes {
             (Some(_), Method::Other) => return Err(ErrorStatus::MethodNotAllowed),
             (Some(index), Method::Get | Method::Head) => index,
         };
-        let revalidation = self.routes[index].revalidation.as_ref();
-        match (revalidation, head.if_none_match) {
-            (Some(revalidation), Some(value)) if etag::if_none_match(value, &revalidation.etag) => {
-                Ok(Reply::NotModified(index))
-            }
-            _ => Ok(Reply::Full(index)),
-        }
+        let matches = match (head.if_none_match, &self.routes[index].etag) {
+            (None, _) => false,
+            (Some(value), Some(tag)) => etag::if_none_match(value, tag),
+            (Some(value), None) => value == b"*",
+        };
+        Ok(if matches {
+            Reply::NotModified(index)
+        } else {
+            Reply::Full(index)
+        })
     }
 
     /// The route at `path`, looked up percent-decoded; a path that decodes
@@ -212,14 +230,7 @@ impl Routes {
     pub fn response(&self, answer: RouteAnswer) -> &CannedResponse {
         match answer {
             Ok(Reply::Full(index)) => &self.routes[index].response,
-            Ok(Reply::NotModified(index)) => {
-                let route = &self.routes[index];
-                // `answer` replies NotModified only for a route with a revalidation.
-                route
-                    .revalidation
-                    .as_ref()
-                    .map_or(&route.response, |revalidation| &revalidation.not_modified)
-            }
+            Ok(Reply::NotModified(index)) => &self.routes[index].not_modified,
             // The exchange writes upstream answers itself, through
             // `upstream_response`, once they arrive; until then none is owed.
             Ok(Reply::Upstream) => &self.errors[ErrorStatus::BadGateway as usize],
