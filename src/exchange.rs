@@ -25,8 +25,8 @@ struct Answer {
 }
 
 impl Answer {
-    fn for_head(routes: &Routes, head: &RequestHead) -> Answer {
-        let route = routes.answer(head);
+    fn for_head(routes: &Routes, head: &RequestHead, raw_head: &[u8]) -> Answer {
+        let route = routes.answer_with_head(head, raw_head);
         let keeps = route.is_ok() || route.is_err_and(ErrorStatus::keeps_connection);
         let persistence = match (head.keep_alive && keeps, head.http10) {
             (false, _) => Persistence::Close,
@@ -226,12 +226,15 @@ impl Framer {
                     }
                     ParsedHead::Complete(head, len) => {
                         pos += len;
-                        let answer = Answer::for_head(routes, &head);
+                        let raw_head = &rest[..len];
+                        let answer = Answer::for_head(routes, &head, raw_head);
                         if head.expect_continue {
                             out.extend_from_slice(CONTINUE);
                         }
                         match head.body {
-                            BodyFraming::Empty => self.respond(answer, routes, date, out),
+                            BodyFraming::Empty => {
+                                self.respond_to(answer, raw_head, routes, date, out)
+                            }
                             BodyFraming::Length(left) => self.state = State::Body { left, answer },
                             BodyFraming::Chunked => {
                                 self.state = State::Chunked {
@@ -280,6 +283,19 @@ impl Framer {
         date: &[u8; DATE_LEN],
         out: &mut BytesMut,
     ) {
+        self.respond_to(answer, &[], routes, date, out);
+    }
+
+    /// Responds to the request whose head is `raw_head`, or empty when the
+    /// head is no longer at hand (its body came after it).
+    fn respond_to(
+        &mut self,
+        answer: Answer,
+        raw_head: &[u8],
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
         if answer.route == Ok(Reply::Upstream) {
             self.state = State::AwaitingUpstream {
                 persistence: answer.persistence,
@@ -287,8 +303,8 @@ impl Framer {
             };
             return;
         }
-        let response = routes.response(answer.route);
-        response.write(out, date, answer.persistence, answer.head_only);
+        let (persistence, head_only) = (answer.persistence, answer.head_only);
+        routes.write(answer.route, raw_head, out, date, persistence, head_only);
         self.finish(answer.persistence);
     }
 

@@ -12,11 +12,13 @@
 
 pub mod chunked;
 pub mod cli;
+pub mod conditional;
 pub mod config;
 pub mod connection;
 pub mod date;
 pub mod etag;
 pub mod exchange;
+pub mod http_date;
 pub mod json;
 pub mod local_dispatch;
 pub mod percent;
@@ -27,6 +29,9 @@ pub mod routes;
 pub mod server;
 pub mod slab;
 pub mod static_files;
+pub mod static_response;
+pub mod static_site;
+pub mod static_table;
 pub mod timeouts;
 pub mod upstream;
 pub mod upstream_response;
@@ -36,3 +41,4 @@ pub use response::CannedResponse;
 pub use routes::Routes;
 pub use server::Server;
 pub use static_files::{StaticFilesError, StaticLimits};
+pub use static_site::{LoadSummary, StaticSite};

@@ -139,6 +139,19 @@ impl DynamicResponse {
     }
 }
 
+/// Appends `value` in decimal, for responses built per request elsewhere.
+pub(crate) fn put_decimal(out: &mut BytesMut, value: usize) {
+    write_decimal(out, value);
+}
+
+/// Ends a head built per request elsewhere: the `Date` header, with the
+/// `Connection` header `persistence` needs, and the blank line.
+pub(crate) fn end_head(out: &mut BytesMut, date: &[u8; DATE_LEN], persistence: Persistence) {
+    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(persistence.head_end());
+}
+
 /// Appends `value` in decimal, formatted on the stack.
 fn write_decimal(out: &mut BytesMut, mut value: usize) {
     let mut digits = [0u8; 20];
