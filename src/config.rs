@@ -106,6 +106,9 @@ pub struct Config {
     pub static_limits: StaticLimits,
     /// Where `GET /io` gets its JSON; without it, `/io` is 404.
     pub upstream: Option<UpstreamConfig>,
+    /// Serve dotfiles (paths with a component starting with `.`) from the
+    /// static directory too.
+    pub static_dotfiles: bool,
 }
 
 impl Default for Config {
@@ -120,6 +123,7 @@ impl Default for Config {
             static_dir: None,
             static_limits: StaticLimits::default(),
             upstream: None,
+            static_dotfiles: false,
         }
     }
 }
