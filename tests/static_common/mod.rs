@@ -130,3 +130,46 @@ pub fn body(response: &[u8]) -> String {
     let start = response.find("\r\n\r\n").expect("a head") + 4;
     response[start..].to_string()
 }
+
+/// A request with extra header lines, each without its CRLF.
+pub fn with_headers(method: &str, path: &str, headers: &[&str]) -> String {
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: t\r\n");
+    for header in headers {
+        request.push_str(header);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    request
+}
+
+/// The 206 that carries `CSS[first..=last]`, body included.
+pub fn css_part(first: usize, last: usize) -> String {
+    format!(
+        "HTTP/1.1 206 Partial Content\r\nServer: uppercut-mio-server\r\n\
+         Content-Type: text/css; charset=utf-8\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+         ETag: \"4e78ec085d82e2a8\"\r\nAccept-Ranges: bytes\r\nContent-Range: bytes {first}-{last}/21\r\n\
+         Content-Length: {}\r\nDate: {{date}}\r\n\r\n{}",
+        last + 1 - first,
+        &CSS[first..=last]
+    )
+}
+
+/// The 301 to `location`.
+pub fn moved(location: &str) -> String {
+    format!(
+        "HTTP/1.1 301 Moved Permanently\r\nServer: uppercut-mio-server\r\n\
+         Content-Type: text/plain; charset=utf-8\r\nLocation: {location}\r\nContent-Length: 22\r\n\
+         Date: {{date}}\r\n\r\n301 Moved Permanently\n"
+    )
+}
+
+/// The strong ETag the server should give `content`: FNV-1a 64 in hex,
+/// computed here independently of the server's code.
+pub fn etag_of(content: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in content {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("\"{hash:016x}\"")
+}
