@@ -11,7 +11,8 @@ pub const USAGE: &str = "\
 usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|system]
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
                            [--max-connections N] [--shutdown-timeout T]
-                           [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]]
+                           [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]
+                                             [--static-dotfiles]]
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
                            [--access-log PATH|-] [--version] [--help]
@@ -32,13 +33,16 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
                             (default 100000)
   --shutdown-timeout T      on SIGINT or SIGTERM, finish in-flight requests for at
                             most T, then exit (default 10s; 0 closes them at once)
-  --static-dir DIR          also serve every file under DIR, loaded once at start,
-                            at its path under DIR; DIR/index.html also at /
+  --static-dir DIR          also serve every file under DIR, loaded at start and
+                            again on SIGHUP, at its path under DIR; DIR/index.html
+                            also at /
   --static-max-file SIZE    refuse to start if a file under DIR is larger
                             (default 16M)
   --static-max-total SIZE   refuse to start if the files under DIR add up to more
                             (default 256M)
                             SIZE: bytes, or with a K, M or G suffix (KiB, MiB, GiB)
+  --static-dotfiles         also serve dotfiles (/.env, /.git/config): by default
+                            any path with a component starting with . is 404
   --upstream URL            serve GET /io with the JSON that GET URL returns
                             (http://HOST:PORT/PATH), over pooled keep-alive connections
   --upstream-conns N        upstream connections per poller at most (default 32)
@@ -154,6 +158,13 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
             "--static-max-total" => {
                 config.static_limits.max_total = parse_size(&flag, &value()?)?;
                 static_limit_flag = Some("--static-max-total");
+            }
+            "--static-dotfiles" if inline_value.is_some() => {
+                return Err("--static-dotfiles takes no value".into())
+            }
+            "--static-dotfiles" => {
+                config.static_dotfiles = true;
+                static_limit_flag = Some("--static-dotfiles");
             }
             "--upstream" => upstream_url = Some(value()?),
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),

@@ -114,6 +114,9 @@ pub struct Config {
     pub upstream: Option<UpstreamConfig>,
     /// Where a line per request goes; without it, nothing is logged.
     pub access_log: Option<AccessLogTarget>,
+    /// Serve dotfiles (paths with a component starting with `.`) from the
+    /// static directory too.
+    pub static_dotfiles: bool,
 }
 
 impl Default for Config {
@@ -129,6 +132,7 @@ impl Default for Config {
             static_limits: StaticLimits::default(),
             upstream: None,
             access_log: None,
+            static_dotfiles: false,
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::access_line::AccessRecorder;
 use crate::chunked::{ChunkedDecoder, Skipped};
 use crate::date::DATE_LEN;
 use crate::request::{parse_head, BodyFraming, Method, ParsedHead, RequestHead};
-use crate::response::{ErrorStatus, Persistence, CONTINUE};
+use crate::response::{status_and_body_len, ErrorStatus, Persistence, CONTINUE};
 use crate::routes::{Reply, RouteAnswer, Routes};
 use crate::upstream_failure::UpstreamFailure;
 
@@ -27,8 +27,8 @@ struct Answer {
 }
 
 impl Answer {
-    fn for_head(routes: &Routes, head: &RequestHead) -> Answer {
-        let route = routes.answer(head);
+    fn for_head(routes: &Routes, head: &RequestHead, raw_head: &[u8]) -> Answer {
+        let route = routes.answer_with_head(head, raw_head);
         let keeps = route.is_ok() || route.is_err_and(ErrorStatus::keeps_connection);
         let persistence = match (head.keep_alive && keeps, head.http10) {
             (false, _) => Persistence::Close,
@@ -251,7 +251,8 @@ impl Framer {
                             log.request(&rest[..len], date);
                         }
                         pos += len;
-                        let answer = Answer::for_head(routes, &head);
+                        let raw_head = &rest[..len];
+                        let answer = Answer::for_head(routes, &head, raw_head);
                         if head.expect_continue {
                             if answer.route.is_err() {
                                 // Answer before inviting a body the answer does
@@ -268,7 +269,9 @@ impl Framer {
                             out.extend_from_slice(CONTINUE);
                         }
                         match head.body {
-                            BodyFraming::Empty => self.respond(answer, routes, date, out),
+                            BodyFraming::Empty => {
+                                self.respond_to(answer, raw_head, routes, date, out)
+                            }
                             BodyFraming::Length(left) => self.state = State::Body { left, answer },
                             BodyFraming::Chunked => {
                                 self.state = State::Chunked {
@@ -323,6 +326,19 @@ impl Framer {
         date: &[u8; DATE_LEN],
         out: &mut BytesMut,
     ) {
+        self.respond_to(answer, &[], routes, date, out);
+    }
+
+    /// Responds to the request whose head is `raw_head`, or empty when the
+    /// head is no longer at hand (its body came after it).
+    fn respond_to(
+        &mut self,
+        answer: Answer,
+        raw_head: &[u8],
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
         if answer.route == Ok(Reply::Upstream) {
             self.state = State::AwaitingUpstream {
                 persistence: answer.persistence,
@@ -330,15 +346,12 @@ impl Framer {
             };
             return;
         }
-        let response = routes.response(answer.route);
-        response.write(out, date, answer.persistence, answer.head_only);
+        let (persistence, head_only) = (answer.persistence, answer.head_only);
+        let start = out.len();
+        routes.write(answer.route, raw_head, out, date, persistence, head_only);
         if let Some(log) = &mut self.log {
-            let body_len = if answer.head_only {
-                0
-            } else {
-                response.body_len()
-            };
-            log.response(response.status(), body_len, date);
+            let (status, body_len) = status_and_body_len(&out[start..]);
+            log.response(status, body_len, date);
         }
         self.finish(answer.persistence);
     }

@@ -35,6 +35,25 @@ pub fn decode_path<'b>(path: &[u8], buf: &'b mut [u8]) -> Option<&'b [u8]> {
     Some(&buf[..len])
 }
 
+/// The path a static file is looked up by: `path` percent-decoded as by
+/// [`decode_path`], with each run of `/` merged into one, as nginx does by
+/// default, so `//css/a.css` and `/css//a.css` name `/css/a.css`. Merging
+/// after decoding is safe: an encoded `/` names nothing, so every `/` left
+/// is a separator the client wrote.
+pub fn normalize_path<'b>(path: &[u8], buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    let decoded_len = decode_path(path, buf)?.len();
+    let mut len = 0;
+    for at in 0..decoded_len {
+        let byte = buf[at];
+        if byte == b'/' && len > 0 && buf[len - 1] == b'/' {
+            continue;
+        }
+        buf[len] = byte;
+        len += 1;
+    }
+    Some(&buf[..len])
+}
+
 fn hex_digit(byte: u8) -> Option<u8> {
     match byte {
         b'0'..=b'9' => Some(byte - b'0'),
@@ -70,5 +89,21 @@ mod tests {
         let mut small = [0u8; 3];
         assert_eq!(decode_path(b"/%41bc", &mut small), None);
         assert_eq!(decode_path(b"/%41b", &mut small), Some(&b"/Ab"[..]));
+    }
+
+    #[test]
+    fn merges_runs_of_slashes_after_decoding() {
+        let mut buf = [0u8; 64];
+        for (path, expected) in [
+            ("//css/a.css", "/css/a.css"),
+            ("/css//a.css", "/css/a.css"),
+            ("///a///b//", "/a/b/"),
+            ("/%20//x", "/ /x"),
+            ("/", "/"),
+        ] {
+            let normalized = normalize_path(path.as_bytes(), &mut buf);
+            assert_eq!(normalized, Some(expected.as_bytes()), "{path}");
+        }
+        assert_eq!(normalize_path(b"//%2F", &mut buf), None);
     }
 }

@@ -159,12 +159,34 @@ impl DynamicResponse {
     }
 }
 
+/// The status and body length of one response just written whole.
+pub(crate) fn status_and_body_len(response: &[u8]) -> (u16, usize) {
+    let head_len = response
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .map_or(response.len(), |end| end + 4);
+    (status_of(response), response.len() - head_len)
+}
+
 /// The status code of a head that starts `HTTP/1.1 NNN`.
 fn status_of(head: &[u8]) -> u16 {
     head.get(9..12)
         .and_then(|digits| std::str::from_utf8(digits).ok())
         .and_then(|digits| digits.parse().ok())
         .unwrap_or(0)
+}
+
+/// Appends `value` in decimal, for responses built per request elsewhere.
+pub(crate) fn put_decimal(out: &mut BytesMut, value: usize) {
+    write_decimal(out, value);
+}
+
+/// Ends a head built per request elsewhere: the `Date` header, with the
+/// `Connection` header `persistence` needs, and the blank line.
+pub(crate) fn end_head(out: &mut BytesMut, date: &[u8; DATE_LEN], persistence: Persistence) {
+    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(persistence.head_end());
 }
 
 /// Appends `value` in decimal, formatted on the stack.

@@ -6,14 +6,18 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
+use crate::date::DATE_LEN;
 use crate::etag;
 use crate::percent::decode_path;
 use crate::request::{Method, RequestHead, MAX_HEAD_LEN};
-use crate::response::{CannedResponse, DynamicResponse, ErrorStatus};
-use crate::static_files::{self, StaticFilesError, StaticLimits};
+use crate::response::{CannedResponse, DynamicResponse, ErrorStatus, Persistence};
+use crate::static_files::{StaticFilesError, StaticLimits};
+use crate::static_site::StaticSite;
+use crate::static_table::StaticReply;
 use crate::target::TargetForm;
 
 /// The 20-user list served at `/v1/user`.
@@ -30,6 +34,9 @@ pub enum Reply {
     NotModified(usize),
     /// The answer is the upstream's JSON, which the exchange waits for.
     Upstream,
+    /// A static file's response (or a directory's redirect), which
+    /// [`Routes::write`] writes.
+    Static(StaticReply),
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +47,8 @@ pub struct Routes {
     /// The path answered with the upstream's JSON, if any.
     upstream_path: Option<Box<[u8]>>,
     upstream_response: DynamicResponse,
+    /// Files served ahead of the routes above, reloadable.
+    static_site: Option<Arc<StaticSite>>,
     #[cfg(feature = "fault-injection")]
     panic_path: Option<Box<[u8]>>,
 }
@@ -82,6 +91,7 @@ impl Routes {
                 .collect(),
             upstream_path: None,
             upstream_response: DynamicResponse::ok("application/json"),
+            static_site: None,
             #[cfg(feature = "fault-injection")]
             panic_path: None,
         }
@@ -119,25 +129,25 @@ impl Routes {
         self
     }
 
-    /// Adds a route for every regular file under `dir`, loaded now: see
-    /// [`static_files`] for the paths, headers and limits. A file's routes
-    /// replace earlier routes for the same paths (`/` for `index.html`).
+    /// Serves every regular file under `dir`, loaded now, dotfiles left
+    /// out: see [`static_files`](crate::static_files) for the paths, headers
+    /// and limits.
     pub fn with_static_dir(
-        mut self,
+        self,
         dir: &Path,
         limits: StaticLimits,
     ) -> Result<Routes, StaticFilesError> {
-        for file in static_files::load(dir, limits)? {
-            for path in &file.url_paths {
-                let route = Route {
-                    response: file.response.clone(),
-                    not_modified: file.revalidation.not_modified.clone(),
-                    etag: Some(file.revalidation.etag.clone()),
-                };
-                self.insert(path, route);
-            }
-        }
-        Ok(self)
+        let site = StaticSite::load(dir, limits, false)?;
+        Ok(self.with_static_site(Arc::new(site)))
+    }
+
+    /// Serves `site`'s files, as they are after each of its reloads. A file
+    /// (or a directory, redirected to its path with a `/`) takes precedence
+    /// over a route at the same path (`/` for `index.html`), but not over
+    /// the upstream's path.
+    pub fn with_static_site(mut self, site: Arc<StaticSite>) -> Routes {
+        self.static_site = Some(site);
+        self
     }
 
     fn insert(&mut self, path: &[u8], route: Route) {
@@ -215,6 +225,52 @@ impl Routes {
         })
     }
 
+    /// Which response answers `head`, whose raw bytes are `raw_head`: a
+    /// static file's (which reads more of the head: `Range`, `If-Range`,
+    /// `If-Modified-Since`, the query), or else as [`Routes::answer`].
+    pub fn answer_with_head(&self, head: &RequestHead, raw_head: &[u8]) -> RouteAnswer {
+        if let Some(site) = &self.static_site {
+            if self.upstream_path.as_deref() != Some(head.path) {
+                if let Some(answer) = site.answer(head, raw_head) {
+                    return answer.map(Reply::Static);
+                }
+            }
+        }
+        self.answer(head)
+    }
+
+    /// Appends the response `answer` names; `raw_head` is the head of the
+    /// request it answers, or empty once that is gone (a request whose body
+    /// came after it), which only drops a redirect's query.
+    pub fn write(
+        &self,
+        answer: RouteAnswer,
+        raw_head: &[u8],
+        out: &mut BytesMut,
+        date: &[u8; DATE_LEN],
+        persistence: Persistence,
+        head_only: bool,
+    ) {
+        if let Ok(Reply::Static(reply)) = answer {
+            let written = self
+                .static_site
+                .as_ref()
+                .is_some_and(|site| site.write(reply, raw_head, out, date, persistence, head_only));
+            if !written {
+                // Reloaded while this request's body arrived: try again.
+                self.response(Err(ErrorStatus::ServiceUnavailable)).write(
+                    out,
+                    date,
+                    persistence,
+                    head_only,
+                );
+            }
+            return;
+        }
+        self.response(answer)
+            .write(out, date, persistence, head_only);
+    }
+
     /// The route at `path`, looked up percent-decoded; a path that decodes
     /// to nothing a route could be keyed by (see [`decode_path`]) has none.
     fn route_index(&self, path: &[u8]) -> Option<usize> {
@@ -234,6 +290,8 @@ impl Routes {
             // The exchange writes upstream answers itself, through
             // `upstream_response`, once they arrive; until then none is owed.
             Ok(Reply::Upstream) => &self.errors[ErrorStatus::BadGateway as usize],
+            // Only `write` can write these, from the table that routed them.
+            Ok(Reply::Static(_)) => &self.errors[ErrorStatus::ServiceUnavailable as usize],
             // `errors` is built from `ErrorStatus::ALL`, which lists the variants in order.
             Err(status) => &self.errors[status as usize],
         }

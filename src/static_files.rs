@@ -1,7 +1,7 @@
-//! Static files: every regular file under a directory, loaded once at start
-//! into canned responses (a 200 with `Content-Type`, `Last-Modified` and a
-//! strong `ETag`, and the 304 that revalidates it), and the limits on the
-//! memory that takes.
+//! Static files: every regular file under a directory, read into memory
+//! within limits (at start, and again on each reload), with what its
+//! responses need: its request paths, content type and modification time.
+//! `static_table` turns a load into canned responses.
 //!
 //! Files are only ever served from the route table built from this load,
 //! never opened per request, so no request path can reach outside the
@@ -9,6 +9,10 @@
 //! file is resolved with `canonicalize`, and one whose real path lies outside
 //! the directory (a symlink pointing out) is left out. Symlinked directories
 //! are not walked, so a link to an ancestor cannot make the walk loop.
+//!
+//! Dotfiles (any entry whose name starts with `.`, such as `.git/` or
+//! `.env`) are skipped unless asked for: they are far more often a
+//! repository's or a deployment's secrets than content meant to be served.
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -21,10 +25,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use log::{debug, info};
 
-use crate::date::{format_imf_fixdate, unix_seconds};
-use crate::etag::strong_etag;
-use crate::response::CannedResponse;
-use crate::routes::Revalidation;
+use crate::date::unix_seconds;
 
 /// The default largest file: 16 MiB.
 pub const DEFAULT_MAX_FILE: u64 = 16 << 20;
@@ -125,44 +126,71 @@ fn read_error(path: &Path) -> impl FnOnce(io::Error) -> StaticFilesError + '_ {
     }
 }
 
-/// A loaded file and the responses that serve it.
-pub(crate) struct StaticFile {
+/// A loaded file.
+pub(crate) struct LoadedFile {
     /// The request paths it answers at: its path under the directory, and for
     /// an `index.html` the path of its directory, ending in `/`.
     pub url_paths: Vec<Vec<u8>>,
-    pub response: CannedResponse,
-    pub revalidation: Revalidation,
+    pub content: Bytes,
+    pub content_type: &'static str,
+    /// Its mtime in seconds, but never later than the load.
+    pub last_modified: u64,
+    /// The mtime lies in a second before the load, so before the `Date` of
+    /// any response: only then is `Last-Modified` a strong validator
+    /// (RFC 9110 §8.8.2.2), which `If-Range` may compare.
+    pub modified_before_load: bool,
 }
 
-/// Loads every regular file under `dir` within `limits`.
-pub(crate) fn load(dir: &Path, limits: StaticLimits) -> Result<Vec<StaticFile>, StaticFilesError> {
+/// Everything one load found.
+pub(crate) struct LoadedDir {
+    pub files: Vec<LoadedFile>,
+    /// The request path of every directory walked below the root, without
+    /// its final `/`.
+    pub dirs: Vec<Vec<u8>>,
+    /// Dotfiles and dot-directories left out (their contents not counted).
+    pub skipped_dotfiles: usize,
+    /// Bytes loaded.
+    pub total: u64,
+}
+
+/// Loads every regular file under `dir` within `limits`; dotfiles too when
+/// `dotfiles` is set.
+pub(crate) fn load(
+    dir: &Path,
+    limits: StaticLimits,
+    dotfiles: bool,
+) -> Result<LoadedDir, StaticFilesError> {
     let mut loader = Loader {
         root: fs::canonicalize(dir).map_err(read_error(dir))?,
         limits,
-        total: 0,
+        dotfiles,
         loaded_at: unix_seconds(SystemTime::now()),
-        files: Vec::new(),
+        loaded: LoadedDir {
+            files: Vec::new(),
+            dirs: Vec::new(),
+            skipped_dotfiles: 0,
+            total: 0,
+        },
     };
     loader.walk(dir, b"/")?;
     info!(
         "loaded {} static files, {} bytes, from {}",
-        loader.files.len(),
-        loader.total,
+        loader.loaded.files.len(),
+        loader.loaded.total,
         dir.display()
     );
-    Ok(loader.files)
+    Ok(loader.loaded)
 }
 
 struct Loader {
     /// The directory's canonical path: every file served resolves under it.
     root: PathBuf,
     limits: StaticLimits,
-    /// Bytes loaded so far.
-    total: u64,
+    dotfiles: bool,
     /// No `Last-Modified` may be later than the `Date` of its response
     /// (RFC 9110 §8.8.2.1); every `Date` is later than the load.
     loaded_at: u64,
-    files: Vec<StaticFile>,
+    loaded: LoadedDir,
 }
 
 impl Loader {
@@ -175,14 +203,21 @@ impl Loader {
         entries.sort_by_key(fs::DirEntry::file_name);
         for entry in entries {
             let path = entry.path();
-            let url_path = [url_dir, entry.file_name().as_bytes()].concat();
+            let name = entry.file_name();
+            if name.as_bytes().starts_with(b".") && !self.dotfiles {
+                debug!("not serving {}: a dotfile", path.display());
+                self.loaded.skipped_dotfiles += 1;
+                continue;
+            }
+            let url_path = [url_dir, name.as_bytes()].concat();
             // The entry's own type: a symlink is resolved as a file, never walked.
             if entry.file_type().map_err(read_error(&path))?.is_dir() {
                 self.walk(&path, &[&url_path[..], b"/"].concat())?;
+                self.loaded.dirs.push(url_path);
                 continue;
             }
             let mut url_paths = vec![url_path];
-            if entry.file_name() == "index.html" {
+            if name == "index.html" {
                 url_paths.push(url_dir.to_vec());
             }
             self.load_file(&path, url_paths)?;
@@ -221,7 +256,7 @@ impl Loader {
                 limit: max_file,
             });
         }
-        let total = self.total.saturating_add(size);
+        let total = self.loaded.total.saturating_add(size);
         if total > self.limits.max_total {
             return Err(StaticFilesError::TotalTooLarge {
                 path: path.to_path_buf(),
@@ -229,15 +264,15 @@ impl Loader {
                 limit: self.limits.max_total,
             });
         }
-        self.total = total;
+        self.loaded.total = total;
 
-        let last_modified = unix_seconds(modified).min(self.loaded_at);
-        let (response, revalidation) =
-            responses(content, content_type(path.extension()), last_modified);
-        self.files.push(StaticFile {
+        let modified = unix_seconds(modified);
+        self.loaded.files.push(LoadedFile {
             url_paths,
-            response,
-            revalidation,
+            content: Bytes::from(content),
+            content_type: content_type(path.extension()),
+            last_modified: modified.min(self.loaded_at),
+            modified_before_load: modified < self.loaded_at,
         });
         Ok(())
     }
@@ -264,25 +299,6 @@ impl Loader {
         }
         Ok(Some(real_path))
     }
-}
-
-/// The 200 that serves `content` and the 304 that revalidates it.
-fn responses(
-    content: Vec<u8>,
-    content_type: &str,
-    modified: u64,
-) -> (CannedResponse, Revalidation) {
-    let etag = strong_etag(&content);
-    let last_modified = String::from_utf8_lossy(&format_imf_fixdate(modified)).into_owned();
-    let validators = [("Last-Modified", &*last_modified), ("ETag", &*etag)];
-    let mut headers = vec![("Content-Type", content_type)];
-    headers.extend(validators);
-    let response = CannedResponse::new(200, "OK", &headers, Bytes::from(content));
-    let revalidation = Revalidation {
-        etag: etag.as_bytes().into(),
-        not_modified: CannedResponse::not_modified(&validators),
-    };
-    (response, revalidation)
 }
 
 /// The content type of a file with this extension.
@@ -321,9 +337,10 @@ mod tests {
 
     #[test]
     fn loads_a_directory_within_its_limits() {
-        let files = load(&fixtures(), StaticLimits::default()).expect("fixtures load");
-        assert_eq!(files.len(), 1);
-        assert_eq!(files[0].url_paths, [b"/v1-user.json".to_vec()]);
+        let loaded = load(&fixtures(), StaticLimits::default(), false).expect("fixtures load");
+        assert_eq!(loaded.files.len(), 1);
+        assert_eq!(loaded.files[0].url_paths, [b"/v1-user.json".to_vec()]);
+        assert_eq!(loaded.total, 3696);
     }
 
     #[test]
@@ -332,7 +349,7 @@ mod tests {
             max_file: 3695,
             ..StaticLimits::default()
         };
-        let error = load(&fixtures(), limits)
+        let error = load(&fixtures(), limits, false)
             .err()
             .expect("the fixture is too large");
         let expected = format!(
@@ -348,7 +365,7 @@ mod tests {
             max_total: 1000,
             ..StaticLimits::default()
         };
-        let error = load(&fixtures(), limits)
+        let error = load(&fixtures(), limits, false)
             .err()
             .expect("the total is too large");
         let expected = format!(
@@ -361,7 +378,7 @@ mod tests {
     #[test]
     fn a_missing_directory_is_named() {
         let missing = fixtures().join("missing");
-        let error = load(&missing, StaticLimits::default())
+        let error = load(&missing, StaticLimits::default(), false)
             .err()
             .expect("no such dir");
         assert!(error

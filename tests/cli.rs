@@ -143,6 +143,10 @@ fn reads_the_static_flags() {
         "--static-max-total",
         "2GiB",
     ];
+    let mut dotfiles = expected.clone();
+    dotfiles.static_dotfiles = true;
+    let with_dotfiles = [&args[..], &["--static-dotfiles"]].concat();
+    assert_eq!(parse(&with_dotfiles), Ok(Command::Run(Box::new(dotfiles))));
     assert_eq!(parse(&args), Ok(Command::Run(Box::new(expected))));
     let defaults = config(&["--static-dir=www"]);
     assert_eq!(defaults.static_limits.max_file, 16 * 1024 * 1024);
@@ -299,6 +303,14 @@ fn refuses_bad_flags_in_one_line_that_says_why() {
         (
             &["--static-max-total=1G"],
             "--static-max-total needs --static-dir".into(),
+        ),
+        (
+            &["--static-dotfiles"],
+            "--static-dotfiles needs --static-dir".into(),
+        ),
+        (
+            &["--static-dir=www", "--static-dotfiles=yes"],
+            "--static-dotfiles takes no value".into(),
         ),
         (
             &["--access-log="],

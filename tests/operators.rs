@@ -91,6 +91,7 @@ fn a_second_server_on_the_same_address_exits_1() {
 fn the_start_line_names_the_static_directory_and_the_upstream() {
     let dir = scratch_path("start-line-static");
     fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("a.txt"), "a").unwrap();
     let dir_arg = dir.to_str().unwrap();
     let mut server = Process::start(&[
         "--static-dir",
@@ -101,7 +102,7 @@ fn the_start_line_names_the_static_directory_and_the_upstream() {
     assert_eq!(
         server.start_line,
         format!(
-            "listening on http://{} (1 pollers, dispatch local, static {dir_arg}, \
+            "listening on http://{} (1 pollers, dispatch local, static {dir_arg}: 1 file, \
              upstream http://127.0.0.1:9/status)\n",
             server.addr
         )

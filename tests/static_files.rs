@@ -4,133 +4,16 @@
 //! test builds its own directory tree under the system temp dir.
 
 mod common;
+mod static_common;
 
 use std::fs;
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use common::{assert_recent_date, assert_response, config, exchange, start_with, text, Client};
-use uppercut_mio_server::{Dispatch, Routes, Server, StaticLimits};
-
-/// The mtime every file gets: Sun, 06 Nov 1994 08:49:37 GMT.
-const MTIME: u64 = 784_111_777;
-
-const CSS: &str = "body { color: red; }\n";
-/// FNV-1a 64 of `CSS`, computed independently of the server.
-const CSS_ETAG: &str = "\"4e78ec085d82e2a8\"";
-const CSS_HEAD: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/css; charset=utf-8\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
-    ETag: \"4e78ec085d82e2a8\"\r\nContent-Length: 21\r\nDate: {date}\r\n\r\n";
-const CSS_NOT_MODIFIED: &str = "HTTP/1.1 304 Not Modified\r\nServer: uppercut-mio-server\r\n\
-    Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\nETag: \"4e78ec085d82e2a8\"\r\n\
-    Date: {date}\r\n\r\n";
-const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 14\r\nDate: {date}\r\n\r\n\
-    404 Not Found\n";
-
-const SECRET: &str = "the secret outside the directory\n";
-
-/// A directory tree under the system temp dir, removed on drop.
-struct TempTree {
-    root: PathBuf,
-}
-
-impl TempTree {
-    fn new(test: &str) -> TempTree {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let unique = format!(
-            "uppercut-static-{}-{test}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let root = std::env::temp_dir().join(unique);
-        fs::create_dir_all(&root).expect("create the temp tree");
-        TempTree { root }
-    }
-
-    /// Writes `content` at `path` under the root, with the mtime `MTIME`.
-    fn file(&self, path: &str, content: &[u8]) -> PathBuf {
-        let path = self.root.join(path);
-        fs::create_dir_all(path.parent().expect("a parent")).expect("create the parents");
-        fs::write(&path, content).expect("write a file");
-        let file = fs::File::options().write(true).open(&path).expect("open");
-        file.set_modified(UNIX_EPOCH + Duration::from_secs(MTIME))
-            .expect("set the mtime");
-        path
-    }
-
-    fn symlink(&self, target: &str, link: &str) {
-        symlink(target, self.root.join(link)).expect("create a symlink");
-    }
-}
-
-impl Drop for TempTree {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.root);
-    }
-}
-
-const TYPED: [(&str, &str); 16] = [
-    ("t.html", "text/html; charset=utf-8"),
-    ("t.css", "text/css; charset=utf-8"),
-    ("t.js", "text/javascript; charset=utf-8"),
-    ("t.json", "application/json"),
-    ("t.txt", "text/plain; charset=utf-8"),
-    ("t.svg", "image/svg+xml"),
-    ("t.png", "image/png"),
-    ("t.jpg", "image/jpeg"),
-    ("t.jpeg", "image/jpeg"),
-    ("t.gif", "image/gif"),
-    ("t.ico", "image/x-icon"),
-    ("t.wasm", "application/wasm"),
-    ("t.woff2", "font/woff2"),
-    ("UPPER.PNG", "image/png"),
-    ("t.bin", "application/octet-stream"),
-    ("no-extension", "application/octet-stream"),
-];
-
-/// `secret.txt` beside `www/`, the served directory, which holds a symlink
-/// to it, a symlink to its parent, and one that stays inside.
-fn site(test: &str) -> TempTree {
-    let tree = TempTree::new(test);
-    tree.file("secret.txt", SECRET.as_bytes());
-    tree.file("www/index.html", b"<h1>home</h1>\n");
-    tree.file("www/a/index.html", b"<h1>a</h1>\n");
-    tree.file("www/css/a.css", CSS.as_bytes());
-    tree.file("www/a b.txt", b"spaced\n");
-    for (name, _) in TYPED {
-        tree.file(&format!("www/types/{name}"), name.as_bytes());
-    }
-    tree.symlink("css/a.css", "www/inside-link.css");
-    tree.symlink("../secret.txt", "www/outside-link.txt");
-    tree.symlink("..", "www/outside-dir");
-    tree.symlink("missing.txt", "www/dangling.txt");
-    tree
-}
-
-fn serve(dispatch: Dispatch, tree: &TempTree) -> Server {
-    let routes = Routes::standard()
-        .with_static_dir(&tree.root.join("www"), StaticLimits::default())
-        .expect("the site loads");
-    start_with(&config(dispatch), routes)
-}
-
-fn get(path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n")
-}
-
-fn conditional(method: &str, path: &str, if_none_match: &str) -> String {
-    format!("{method} {path} HTTP/1.1\r\nHost: t\r\nIf-None-Match: {if_none_match}\r\n\r\n")
-}
-
-fn body(response: &[u8]) -> String {
-    let response = text(response);
-    let start = response.find("\r\n\r\n").expect("a head") + 4;
-    response[start..].to_string()
-}
+use common::{assert_recent_date, assert_response, exchange, text, Client};
+use static_common::*;
+use uppercut_mio_server::Dispatch;
 
 fn serves_a_file_with_every_header(dispatch: Dispatch) {
     let tree = site("every-header");
@@ -154,7 +37,11 @@ fn serves_index_html_at_its_directory(dispatch: Dispatch) {
     ] {
         assert_eq!(body(&exchange(&server, &get(path))), expected, "{path}");
     }
-    assert_response(&exchange(&server, &get("/a")), NOT_FOUND);
+    // The directory without its slash is redirected to it.
+    let redirect = "HTTP/1.1 301 Moved Permanently\r\nServer: uppercut-mio-server\r\n\
+        Content-Type: text/plain; charset=utf-8\r\nLocation: /a/\r\nContent-Length: 22\r\n\
+        Date: {date}\r\n\r\n301 Moved Permanently\n";
+    assert_response(&exchange(&server, &get("/a")), redirect);
 }
 
 fn sets_the_content_type_by_extension(dispatch: Dispatch) {

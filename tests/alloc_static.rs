@@ -1,0 +1,117 @@
+//! No allocation per static-file request in `local` dispatch, for the
+//! answers the request path builds per request: a 206, a 416, a 304 by
+//! date, a range guarded by `If-Range`, a redirect keeping its query, and a
+//! path with merged slashes, after a reload has swapped the table in (so
+//! the pollers picked the new table up during the warm-up). Its own test
+//! binary, with one test, so no other test allocates while it counts.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use common::{config, start_with, Client};
+use uppercut_mio_server::{Dispatch, Routes, StaticLimits, StaticSite};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+const REQUESTS: usize = 10_000;
+const PIPELINED: &[u8] = b"GET /v1-user.json HTTP/1.1\r\nHost: t\r\nRange: bytes=10-99\r\n\r\n\
+    GET //v1-user.json HTTP/1.1\r\nHost: t\r\nRange: bytes=-5\r\n\r\n\
+    GET /v1%2Duser.json HTTP/1.1\r\nHost: t\r\nRange: bytes=5000-\r\n\r\n\
+    GET /v1-user.json HTTP/1.1\r\nHost: t\r\n\
+    If-Modified-Since: Fri, 01 Jan 2021 00:00:00 GMT\r\n\r\n\
+    GET /v1-user.json HTTP/1.1\r\nHost: t\r\nRange: bytes=0-0\r\n\
+    If-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n\
+    GET /sub?a=1&b=2 HTTP/1.1\r\nHost: t\r\n\r\n";
+/// The status of each response to `PIPELINED`.
+const STATUSES: [&str; 6] = ["206", "206", "416", "304", "206", "301"];
+
+/// Allocations made anywhere in the process while one keep-alive connection
+/// does `REQUESTS` round trips of `PIPELINED`, after a reload and a warm-up.
+fn allocations_during_requests(dispatch: Dispatch, dir: &Path) -> usize {
+    let site = Arc::new(StaticSite::load(dir, StaticLimits::default(), false).expect("loads"));
+    let routes = Routes::standard().with_static_site(site.clone());
+    let server = start_with(&config(dispatch), routes);
+    site.reload().expect("the reload works");
+    let mut client = Client::connect(server.local_addr());
+    client.send(PIPELINED);
+    let mut answer_len = 0;
+    for status in STATUSES {
+        let response = client.response(false);
+        let status_line = format!("HTTP/1.1 {status} ");
+        assert!(response.starts_with(status_line.as_bytes()), "not {status}");
+        answer_len += response.len();
+    }
+    let mut stream: TcpStream = client.stream;
+    let mut answer = vec![0u8; answer_len];
+    let mut round_trip = |stream: &mut TcpStream| {
+        stream.write_all(PIPELINED).unwrap();
+        stream.read_exact(&mut answer).unwrap();
+    };
+    for _ in 0..1_000 {
+        round_trip(&mut stream);
+    }
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..REQUESTS {
+        round_trip(&mut stream);
+    }
+    ALLOCATIONS.load(Ordering::Relaxed) - before
+}
+
+#[test]
+fn static_answers_allocate_nothing_per_request() {
+    let dir = std::env::temp_dir().join(format!("uppercut-alloc-static-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).expect("create the directory");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/v1-user.json");
+    let copy = dir.join("v1-user.json");
+    std::fs::copy(fixture, &copy).expect("copy the fixture");
+    // Sun, 06 Nov 1994 08:49:37 GMT, which the If-Range date names.
+    let mtime = UNIX_EPOCH + Duration::from_secs(784_111_777);
+    let file = std::fs::File::options()
+        .write(true)
+        .open(&copy)
+        .expect("open");
+    file.set_modified(mtime).expect("set the mtime");
+    let local = allocations_during_requests(Dispatch::Local, &dir);
+    let system = allocations_during_requests(Dispatch::System, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("allocations for {REQUESTS} round trips: local {local}, system {system}");
+    // As in tests/alloc.rs: the poller's once-a-second hand-back allocates;
+    // a per-request allocation would show up at least REQUESTS times.
+    assert!(
+        local < 50,
+        "local dispatch allocated {local} times in {REQUESTS} round trips"
+    );
+    assert!(
+        system > 0,
+        "the counter saw no allocation on the server's threads"
+    );
+}

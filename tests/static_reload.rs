@@ -1,0 +1,253 @@
+//! Reloading `--static-dir`: through the library call SIGHUP makes, in both
+//! dispatch modes (new, changed and removed files; a failed reload keeping
+//! the old files; a keep-alive connection living through it), and through
+//! the binary: SIGHUP really reloads, and the start warns of dotfiles.
+
+mod common;
+mod static_common;
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{assert_response, config, start_with, Client};
+use static_common::*;
+use uppercut_mio_server::{Dispatch, LoadSummary, Routes, StaticLimits, StaticSite};
+
+/// The 200 for a text file holding `body`, with the test tree's mtime.
+fn text_file(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\nETag: {}\r\nAccept-Ranges: bytes\r\n\
+         Content-Length: {}\r\nDate: {{date}}\r\n\r\n{body}",
+        etag_of(body.as_bytes()),
+        body.len()
+    )
+}
+
+fn check(client: &mut Client, path: &str, expected: &str) {
+    client.send(get(path).as_bytes());
+    assert_response(&client.response(false), expected);
+}
+
+fn reload_swaps_the_files_under_open_connections(dispatch: Dispatch) {
+    let tree = TempTree::new("reload");
+    tree.file("www/a.txt", b"old\n");
+    tree.file("www/gone.txt", b"gone\n");
+    let limits = StaticLimits {
+        max_file: 1024,
+        ..StaticLimits::default()
+    };
+    let site = Arc::new(StaticSite::load(&tree.root.join("www"), limits, false).expect("loads"));
+    let server = start_with(
+        &config(dispatch),
+        Routes::standard().with_static_site(site.clone()),
+    );
+    let mut before = Client::connect(server.local_addr());
+    check(&mut before, "/a.txt", &text_file("old\n"));
+
+    tree.file("www/a.txt", b"new and longer\n");
+    tree.file("www/b/added.txt", b"added\n");
+    fs::remove_file(tree.root.join("www/gone.txt")).expect("remove a file");
+    let summary = site.reload().expect("the reload works");
+    let expected = LoadSummary {
+        files: 2,
+        bytes: 21,
+        skipped_dotfiles: 0,
+    };
+    assert_eq!(summary, expected);
+    // The connection opened before the reload sees the new files at once.
+    check(&mut before, "/a.txt", &text_file("new and longer\n"));
+    check(&mut before, "/b/added.txt", &text_file("added\n"));
+    check(&mut before, "/b", &moved("/b/"));
+    check(&mut before, "/gone.txt", NOT_FOUND);
+    let mut after = Client::connect(server.local_addr());
+    check(&mut after, "/a.txt", &text_file("new and longer\n"));
+
+    // A file over the limit: the reload fails, says why, and changes nothing.
+    let big = tree.file("www/big.bin", &[b'b'; 2048]);
+    let error = site.reload().expect_err("a file is over the limit");
+    let message = format!(
+        "{} is 2048 bytes, over the per-file limit of 1024 bytes",
+        big.display()
+    );
+    assert_eq!(error.to_string(), message);
+    check(&mut before, "/a.txt", &text_file("new and longer\n"));
+    check(&mut before, "/big.bin", NOT_FOUND);
+    assert_eq!(site.summary(), expected);
+
+    // The directory gone: the same.
+    fs::rename(tree.root.join("www"), tree.root.join("moved")).expect("move the directory");
+    let error = site.reload().expect_err("the directory is gone");
+    let missing = tree.root.join("www").display().to_string();
+    assert!(error
+        .to_string()
+        .starts_with(&format!("cannot read {missing}: ")));
+    check(&mut before, "/a.txt", &text_file("new and longer\n"));
+    check(&mut after, "/b/added.txt", &text_file("added\n"));
+}
+
+in_both_modes!(reload_swaps_the_files_under_open_connections);
+
+const BINARY: &str = env!("CARGO_BIN_EXE_uppercut-mio-server");
+
+/// The binary serving a directory, its stderr lines arriving on a channel.
+struct Process {
+    child: Child,
+    addr: SocketAddr,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Process {
+    fn start(dir: &std::path::Path, flags: &[&str]) -> Process {
+        let mut child = Command::new(BINARY)
+            .args(["--bind", "127.0.0.1:0", "--pollers", "1", "--static-dir"])
+            .arg(dir)
+            .args(flags)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let (lines, stderr) = mpsc::channel();
+        let errors = BufReader::new(child.stderr.take().expect("stderr"));
+        std::thread::spawn(move || {
+            for line in errors.lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the start line");
+        let addr = line
+            .strip_prefix("listening on http://")
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("unexpected start line {line:?}"))
+            .parse()
+            .expect("an address");
+        Process {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: sends a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
+    }
+
+    /// The stderr lines up to the first that contains `needle`, which is last.
+    fn log_until(&self, needle: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let line = self
+                .stderr
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no log line with {needle:?} after {lines:?}"));
+            let found = line.contains(needle);
+            lines.push(line);
+            if found {
+                return lines;
+            }
+        }
+    }
+
+    /// The next stderr line that contains `needle`.
+    fn wait_for_log(&self, needle: &str) -> String {
+        self.log_until(needle).pop().unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn sighup_reloads_the_binary_without_dropping_a_connection() {
+    let tree = TempTree::new("sighup");
+    let www = tree.root.join("www");
+    tree.file("www/a.txt", b"old\n");
+    let mut process = Process::start(&www, &["--static-max-file", "1K"]);
+    let mut before = Client::connect(process.addr);
+    check(&mut before, "/a.txt", &text_file("old\n"));
+
+    tree.file("www/a.txt", b"new\n");
+    process.signal(libc::SIGHUP);
+    // The log line comes after the new table is published.
+    let line = process.wait_for_log("SIGHUP: ");
+    let reloaded = format!(
+        "SIGHUP: reloaded 1 static files, 4 bytes, from {}",
+        www.display()
+    );
+    assert!(line.ends_with(&reloaded), "{line}");
+    check(&mut before, "/a.txt", &text_file("new\n"));
+    check(
+        &mut Client::connect(process.addr),
+        "/a.txt",
+        &text_file("new\n"),
+    );
+
+    let big = tree.file("www/big.bin", &[b'b'; 2048]);
+    process.signal(libc::SIGHUP);
+    let line = process.wait_for_log("SIGHUP: ");
+    let failed = format!(
+        "SIGHUP: reload failed, still serving the files loaded before: --static-dir {}: \
+         {} is 2048 bytes, over the per-file limit of 1024 bytes",
+        www.display(),
+        big.display()
+    );
+    assert!(line.contains(" WARN ") && line.ends_with(&failed), "{line}");
+    check(&mut before, "/a.txt", &text_file("new\n"));
+    check(&mut before, "/big.bin", NOT_FOUND);
+
+    // SIGTERM still shuts down, cleanly.
+    process.signal(libc::SIGTERM);
+    let status = process.child.wait().expect("the server exits");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn the_start_warns_of_dotfiles_left_out() {
+    let tree = TempTree::new("dotfiles-warning");
+    let www = tree.root.join("www");
+    tree.file("www/.env", b"SECRET=1\n");
+    tree.file("www/.git/config", b"[core]\n");
+    tree.file("www/a.txt", b"a\n");
+    let process = Process::start(&www, &[]);
+    let line = process.wait_for_log("not serving");
+    let warning = format!(
+        "--static-dir {}: not serving 2 dotfiles or dot-directories (names starting with '.'); \
+         --static-dotfiles serves them",
+        www.display()
+    );
+    assert!(
+        line.contains(" WARN ") && line.ends_with(&warning),
+        "{line}"
+    );
+    drop(process);
+
+    // With the flag, they are served and nothing is said.
+    let process = Process::start(&www, &["--static-dotfiles"]);
+    let mut client = Client::connect(process.addr);
+    client.send(get("/.env").as_bytes());
+    assert!(client.response(false).ends_with(b"\r\n\r\nSECRET=1\n"));
+    process.signal(libc::SIGTERM);
+    let line = process.wait_for_log("shutting down");
+    assert!(line.contains("signal 15"), "{line}");
+    let said: Vec<String> = process.stderr.try_iter().collect();
+    assert!(
+        !said.iter().any(|line| line.contains("dotfiles")),
+        "{said:?}"
+    );
+}
