@@ -16,6 +16,12 @@
 //! for the shortest time slice (EEVDF, Linux 6.12 and later), which lets it
 //! preempt a spinning worker when it wakes.
 //!
+//! In `system` dispatch a worker also spins between any two envelopes, and
+//! a spinning thread should yield to any thread with work: the scheduler
+//! thread, the kernel's network threads, other processes on the machine. So
+//! there the actor workers run at a low priority (nice 15); they still get
+//! every core nothing else wants.
+//!
 //! Uppercut does not say which pool thread runs the scheduler. Every pool
 //! thread reports its id at start, every poller reports the worker it runs
 //! on, and the one pool thread no poller ever runs on is the scheduler's:
@@ -28,6 +34,9 @@ use std::sync::{Arc, Barrier, Mutex};
 
 use log::{debug, error, info};
 use uppercut::pool::ThreadPool;
+
+/// The nice value of actor workers in `system` dispatch.
+pub const SYSTEM_WORKER_NICE: i32 = 15;
 
 /// How the scheduler thread was given priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +55,8 @@ pub struct PoolThreads {
     all: Vec<i32>,
     workers: usize,
     seen: Mutex<Seen>,
+    /// The nice value actor workers take, if any.
+    worker_nice: Option<i32>,
 }
 
 #[derive(Debug, Default)]
@@ -65,7 +76,7 @@ impl PoolThreads {
     /// uppercut's pinning, and notes each thread's id. Each thread runs
     /// exactly one job: each job waits at a barrier until all have started,
     /// so no thread can take a second one. Call it before the system starts.
-    pub fn adopt(pool: &ThreadPool, workers: usize) -> Arc<PoolThreads> {
+    pub fn adopt(pool: &ThreadPool, workers: usize, worker_nice: Option<i32>) -> Arc<PoolThreads> {
         // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
         let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         let size = std::mem::size_of::<libc::cpu_set_t>();
@@ -95,6 +106,7 @@ impl PoolThreads {
             all,
             workers,
             seen: Mutex::default(),
+            worker_nice,
         })
     }
 
@@ -108,6 +120,12 @@ impl PoolThreads {
         REPORTED.with(|reported| reported.set(true));
         // SAFETY: gettid has no preconditions.
         let id = unsafe { libc::gettid() };
+        if let Some(nice) = self.worker_nice {
+            // SAFETY: sets the nice value of this thread (Linux: per thread).
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, id as libc::id_t, nice) } != 0 {
+                debug!("setpriority: {}", io::Error::last_os_error());
+            }
+        }
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.done || seen.workers.contains(&id) {
             return;

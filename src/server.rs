@@ -22,10 +22,10 @@ use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
 use crate::access_log::AccessLog;
-use crate::config::Config;
+use crate::config::{Config, Dispatch};
 use crate::date::DateCache;
 use crate::poller::{Poller, WAKER};
-use crate::pool_threads::PoolThreads;
+use crate::pool_threads::{PoolThreads, SYSTEM_WORKER_NICE};
 use crate::routes::Routes;
 use crate::shared::Shared;
 use crate::timeouts::CoarseClock;
@@ -153,12 +153,13 @@ impl Server {
             actors.push(poller);
         }
 
+        let worker_nice = (config.dispatch == Dispatch::System).then_some(SYSTEM_WORKER_NICE);
         let (started_tx, started_rx) = mpsc::sync_channel(1);
         let (ended_tx, ended) = mpsc::channel();
         let system = thread::Builder::new()
             .name("uppercut-system".into())
             .spawn(move || {
-                run_system(actors, started_tx);
+                run_system(actors, worker_nice, started_tx);
                 drop(ended_tx);
             })?;
         match started_rx.recv() {
@@ -233,7 +234,11 @@ impl Drop for Server {
 }
 
 /// Runs the uppercut system until every poller has stopped.
-fn run_system(pollers: Vec<Poller>, started: mpsc::SyncSender<Result<(), String>>) {
+fn run_system(
+    pollers: Vec<Poller>,
+    worker_nice: Option<i32>,
+    started: mpsc::SyncSender<Result<(), String>>,
+) {
     let scheduler = SchedulerConfig {
         // One worker per poller: any more would spin while idle.
         actor_worker_threads: pollers.len(),
@@ -248,7 +253,7 @@ fn run_system(pollers: Vec<Poller>, started: mpsc::SyncSender<Result<(), String>
     };
     let config = SystemConfig::new(scheduler, Default::default());
     let pool = ThreadPool::for_config(&config);
-    let pool_threads = PoolThreads::adopt(&pool, pollers.len());
+    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice);
     let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
         Ok(run) => run,
         Err(e) => {
