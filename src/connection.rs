@@ -27,7 +27,7 @@ use crate::shared::Shared;
 use crate::socket::write_until_blocked;
 use crate::timeouts::{Activity, ConnectionTimer, Expiry};
 use crate::upstream::{UpstreamReply, UpstreamRequest};
-use crate::wakeup::{Closed, Mailbox, Tick, Wake, EXPIRE, HANGUP, READY, UPSTREAM};
+use crate::wakeup::{Closed, Mailbox, Wake, EXPIRE, HANGUP, READY, UPSTREAM};
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
@@ -207,7 +207,7 @@ impl Connection {
             id,
             token: self.token,
         };
-        sender.send(&self.shared.poller, Envelope::of(request));
+        to_poller(&self.shared, Envelope::of(request), sender);
     }
 
     /// The deadline passed when the poller swept: if it still stands, close,
@@ -318,10 +318,12 @@ impl Connection {
         self.timer.update(now, activity, &self.shared.timeouts);
     }
 
-    /// `system` dispatch: this wake is done; the last one hands the poller
-    /// its `Tick` back.
-    fn handled(&self, wakes: usize, sender: &mut dyn AnySender) {
-        hand_back(&self.shared, wakes, sender);
+    /// `system` dispatch: this wake (and `wakes - 1` more that will never
+    /// be handled) is done.
+    fn handled(&self, wakes: usize) {
+        if self.shared.dispatch == Dispatch::System {
+            self.shared.outstanding.done(wakes);
+        }
     }
 
     /// Ends the connection. In `system` dispatch its token may be reused
@@ -335,12 +337,11 @@ impl Connection {
             if let Err(e) = self.shared.registry.deregister(&mut self.socket) {
                 debug!("deregister {:?}: {e}", self.token);
             }
-            // Sent before the wake is handed back, so it reaches the poller
-            // before its next `Tick`.
-            sender.send(&self.shared.poller, Envelope::of(Closed(self.token)));
+            // Sent while this wake is still outstanding: see `wakeup`.
+            to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);
         }
         sender.stop(sender.me());
-        self.handled(1 + unhandled, sender);
+        self.handled(1 + unhandled);
     }
 
     /// Reads and drops what the client already sent, so that closing the
@@ -372,7 +373,7 @@ impl AnyActor for Connection {
                 if self.stream.awaiting_upstream() && self.upstream_id.is_none() {
                     self.request_upstream(sender);
                 }
-                self.handled(1, sender);
+                self.handled(1);
             }
             Ok(Flow::Close) => self.close(sender),
             Err(e) => {
@@ -388,16 +389,19 @@ impl AnyActor for Connection {
     fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {
         if self.shared.dispatch == Dispatch::System {
             let unhandled = usize::from(self.mailbox.close());
-            sender.send(&self.shared.poller, Envelope::of(Closed(self.token)));
-            hand_back(&self.shared, 1 + unhandled, sender);
+            to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);
+            self.handled(1 + unhandled);
         }
     }
 }
 
-/// `system` dispatch: counts `handled` of the poller's wakes as done, and
-/// sends the poller its `Tick` when they were the last.
-fn hand_back(shared: &Shared, handled: usize, sender: &mut dyn AnySender) {
-    if shared.dispatch == Dispatch::System && shared.outstanding.done(handled) {
-        sender.send(&shared.poller, Envelope::of(Tick));
+/// Sends `envelope` to the connection's poller: in `system` dispatch as
+/// counted mail (see `wakeup`), in `local` dispatch into its inbox.
+fn to_poller(shared: &Shared, envelope: Envelope, sender: &mut dyn AnySender) {
+    match shared.dispatch {
+        Dispatch::System => shared
+            .mail
+            .send(sender, &shared.poller, envelope, &shared.waker),
+        Dispatch::Local => sender.send(&shared.poller, envelope),
     }
 }

@@ -35,8 +35,6 @@ pub struct Connections {
     /// Numbers `system` connection addresses, so no address is ever reused
     /// while the scheduler may still hold an actor under it.
     spawned: u64,
-    /// `system` dispatch: a wake was sent since `clear_woke`.
-    woke: bool,
     /// `local` dispatch: what connections sent to their poller.
     pub inbox: Vec<Envelope>,
     /// Reused by each sweep, so sweeping allocates nothing.
@@ -50,7 +48,6 @@ impl Connections {
             local: Slab::default(),
             system: Slab::default(),
             spawned: 0,
-            woke: false,
             inbox: Vec::new(),
             expired: Vec::new(),
         }
@@ -148,20 +145,10 @@ impl Connections {
             Dispatch::System => {
                 if let Some(connection) = self.system.get(key) {
                     self.shared.outstanding.add();
-                    self.woke = true;
                     sender.send(&connection.address, Envelope::of(Wake));
                 }
             }
         }
-    }
-
-    /// True when a wake was sent since the last `clear_woke`.
-    pub fn woke(&self) -> bool {
-        self.woke
-    }
-
-    pub fn clear_woke(&mut self) {
-        self.woke = false;
     }
 
     /// Wakes every connection whose deadline has passed: it decides itself

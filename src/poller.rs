@@ -102,13 +102,17 @@ impl Poller {
     /// A poller without connections has nothing to sweep, so it blocks until a
     /// connection, a waker or the end of an accept pause: an idle server does
     /// not hand its workers back to the scheduler at all.
-    fn poll_once(&mut self, sender: &mut dyn AnySender) -> bool {
+    /// With `block` false it only looks, without waiting.
+    fn poll_once(&mut self, block: bool, sender: &mut dyn AnySender) -> bool {
         let mut events = self
             .events
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
         let sweep = self.shared.timeouts.sweep;
-        let timeout = (!self.connections.is_empty()).then_some(sweep);
+        let timeout = match block {
+            true => (!self.connections.is_empty()).then_some(sweep),
+            false => Some(Duration::ZERO),
+        };
         let timeout = match self.accept_paused_until_ms {
             Some(until) => {
                 let pause = until.saturating_sub(self.shared.clock.now_ms());
@@ -245,32 +249,22 @@ impl Poller {
     fn run_local(&mut self, sender: &mut dyn AnySender) {
         let slice_end = Instant::now() + LOCAL_SLICE;
         let phase = self.shared.server.phase();
-        while self.poll_once(sender)
+        while self.poll_once(true, sender)
             && Instant::now() < slice_end
             && self.shared.server.phase() == phase
             && !(phase == Phase::Draining && self.connections.is_empty())
         {}
     }
 
-    /// `system`: run the loop, blocking in `poll` as long as nothing happens,
-    /// until this poller wakes a connection: the connection actors need the
-    /// worker it holds, so it returns it. (Not until the wakes are merely
-    /// outstanding: a connection may have handled its wake, queued a message
-    /// for this poller and its `Tick`, before the poller looks.) True when the
-    /// poller must send itself the next `Tick`; false when the connection
-    /// that handles the last outstanding wake will.
-    fn run_system(&mut self, sender: &mut dyn AnySender) -> bool {
-        let phase = self.shared.server.phase();
-        loop {
-            if self.connections.woke() {
-                return false;
-            }
-            if self.shared.server.phase() != phase
-                || (phase == Phase::Draining && self.connections.is_empty())
-            {
-                return true;
-            }
-            self.poll_once(sender);
+    /// `system`: one round of the loop, then the worker goes back to the
+    /// scheduler, which runs the connections this round woke. The poller
+    /// blocks in `poll` only when nothing it owes an answer to waits: no wake
+    /// of its own unhandled, no mail to it on its way (see `wakeup`).
+    fn run_system(&mut self, sender: &mut dyn AnySender) {
+        let block = self.shared.outstanding.is_zero() && self.shared.mail.park();
+        self.poll_once(block, sender);
+        if block {
+            self.shared.mail.unpark();
         }
     }
 
@@ -286,54 +280,45 @@ impl AnyActor for Poller {
         if let Some(pool_threads) = &self.pool_threads {
             pool_threads.report_worker();
         }
+        // Mail from a `system` connection (see `wakeup`).
         if let Some(Closed(token)) = envelope.message.downcast_ref::<Closed>() {
+            self.shared.mail.received();
             // The actor stopped itself; the token is free once it is known here.
             if self.connections.forget(*token) {
                 self.shared.server.release(1);
             }
             return;
         }
-        // Kept for the loop: only the holder of the one `Tick` wakes
-        // connections, or a second `Tick` could start the loop while this
-        // poller's mail waits behind it. (The `Tick` follows this message.)
         if envelope.message.is::<UpstreamRequest>() {
+            self.shared.mail.received();
             self.connections.inbox.push(envelope);
-            return;
+            return self.settle_upstream(sender);
         }
         if !envelope.message.is::<Tick>() {
             return;
         }
-        // Every connection sends to its poller only while one of its wakes is
-        // outstanding, so a poller that stops only once none is can never be
-        // sent to after it stopped (uppercut's senders panic once the system
-        // has ended). The connection that handles the last wake sends the
-        // `Tick`, so there is never more than one.
-        if !self.shared.outstanding.is_zero() {
-            return;
-        }
-        // Every wake sent so far has been handled.
-        self.connections.clear_woke();
-        self.settle_upstream(sender);
+        // A connection sends to its poller only while one of its wakes is
+        // outstanding, so a poller that stops only once none is is never sent
+        // to after it stopped (uppercut's senders panic once the system has
+        // ended).
+        let may_stop = self.shared.outstanding.is_zero();
         match self.shared.server.phase() {
             Phase::Running => {}
             Phase::Draining => {
                 self.begin_drain(sender);
-                if self.connections.is_empty() {
+                if self.connections.is_empty() && may_stop {
                     return self.stop(sender);
                 }
             }
-            Phase::Stopping => return self.stop(sender),
+            Phase::Stopping if may_stop => return self.stop(sender),
+            // Wake nothing more; come back once the wakes out are handled.
+            Phase::Stopping => return sender.send(sender.me(), Envelope::of(Tick)),
         }
-        let tick = match self.shared.dispatch {
-            Dispatch::Local => {
-                self.run_local(sender);
-                true
-            }
+        match self.shared.dispatch {
+            Dispatch::Local => self.run_local(sender),
             Dispatch::System => self.run_system(sender),
-        };
-        if tick {
-            sender.send(sender.me(), Envelope::of(Tick));
         }
+        sender.send(sender.me(), Envelope::of(Tick));
     }
 }
 

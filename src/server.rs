@@ -30,7 +30,7 @@ use crate::routes::Routes;
 use crate::shared::Shared;
 use crate::timeouts::CoarseClock;
 use crate::upstream::UpstreamPool;
-use crate::wakeup::{Outstanding, Tick};
+use crate::wakeup::{Mail, Outstanding, Tick};
 use uppercut::api::Envelope;
 
 const LISTEN_BACKLOG: i32 = 4096;
@@ -98,7 +98,7 @@ pub struct Server {
     /// Written out once the connections are gone.
     access_log: Option<Arc<AccessLog>>,
     state: Arc<ServerState>,
-    wakers: Vec<Waker>,
+    wakers: Vec<Arc<Waker>>,
     system: Option<JoinHandle<()>>,
     /// Disconnects when the actor system has ended.
     ended: mpsc::Receiver<()>,
@@ -134,7 +134,8 @@ impl Server {
         let mut actors = Vec::with_capacity(pollers);
         for (index, listener) in listeners.into_iter().enumerate() {
             let poll = Poll::new()?;
-            wakers.push(Waker::new(poll.registry(), WAKER)?);
+            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+            wakers.push(Arc::clone(&waker));
             let shared = Arc::new(Shared {
                 routes: Arc::clone(&routes),
                 date: DateCache::new(SystemTime::now()),
@@ -146,6 +147,8 @@ impl Server {
                 server: Arc::clone(&state),
                 upstream_ids: AtomicU64::new(0),
                 outstanding: Outstanding::default(),
+                mail: Mail::default(),
+                waker,
                 access_log: access_log.clone(),
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use mio::Registry;
+use mio::{Registry, Waker};
 
 use crate::access_log::AccessLog;
 use crate::config::{Dispatch, Timeouts};
@@ -12,7 +12,7 @@ use crate::date::DateCache;
 use crate::routes::Routes;
 use crate::server::ServerState;
 use crate::timeouts::CoarseClock;
-use crate::wakeup::Outstanding;
+use crate::wakeup::{Mail, Outstanding};
 
 /// What a poller shares with each of its connections.
 pub struct Shared {
@@ -31,6 +31,10 @@ pub struct Shared {
     pub upstream_ids: AtomicU64,
     /// `system` dispatch: the poller's wakes not yet handled.
     pub outstanding: Outstanding,
+    /// `system` dispatch: what connections are sending the poller.
+    pub mail: Mail,
+    /// Wakes the poller from `poll`.
+    pub waker: Arc<Waker>,
     /// Where each request is logged, with `--access-log`.
     pub access_log: Option<Arc<AccessLog>>,
 }

@@ -7,25 +7,28 @@
 //! So a connection's uppercut mailbox never grows, and a `Wake` costs no
 //! allocation.
 //!
-//! In `system` dispatch a poller also counts its [`Outstanding`] wakes. Once
-//! it has sent one, it does not block in `poll`, because the connection
-//! actors that must handle its wakes need the uppercut worker it would hold:
-//! it returns the worker, without sending itself a `Tick`, and the connection
-//! that handles the last outstanding wake sends the poller its `Tick`. So:
+//! In `system` dispatch the connection actors run on the same uppercut
+//! workers as the pollers, so a poller must not hold its worker blocked in
+//! `poll` while anything it owes an answer to waits for a worker or for it:
 //!
-//! - There is one `Tick` per poller, and only its holder (the poller running
-//!   its loop) sends wakes; a message handler only queues what it was sent.
-//!   A second `Tick` could start the loop while mail waits behind it.
-//! - Everything a connection sends its poller (`Closed`, an upstream
-//!   request) is sent while its own wake is still counted, so it reaches the
-//!   poller before that `Tick`: a poller blocked in `poll` is never needed by
-//!   anyone, and a poller stops (only with no wake outstanding) before no
-//!   connection can still send to it.
+//! - It counts its [`Outstanding`] wakes (sent, not yet handled) and blocks
+//!   only when there are none; until then it polls without waiting and hands
+//!   its worker back after each round (its one `Tick` goes round the
+//!   scheduler, so the workers run the woken connections in between).
+//! - What a connection sends its poller (`Closed`, an upstream request) is
+//!   counted as [`Mail`] before it is sent; the poller blocks only when none
+//!   is pending, and a connection that mails a poller which has just parked
+//!   wakes it through its mio `Waker`.
+//! - A connection sends to its poller only while one of its wakes is
+//!   outstanding, and a stopping poller stops only once none is: nothing is
+//!   ever sent to a poller after it stopped (uppercut's senders panic once
+//!   the system has ended).
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use mio::Token;
+use mio::{Token, Waker};
+use uppercut::api::{AnySender, Envelope};
 
 use crate::upstream::UpstreamReply;
 
@@ -38,7 +41,7 @@ pub struct Tick;
 pub struct Wake;
 
 /// Sent to the poller (in `system` dispatch) by a connection that closed, so
-/// it frees the token and stops the actor.
+/// it frees the token.
 #[derive(Debug)]
 pub struct Closed(pub Token);
 
@@ -109,15 +112,56 @@ impl Outstanding {
         self.0.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Counts `handled` wakes done; true when none is left, and so the caller
-    /// must send the poller its `Tick`.
-    pub fn done(&self, handled: usize) -> bool {
-        handled > 0 && self.0.fetch_sub(handled, Ordering::AcqRel) == handled
+    /// Counts `handled` wakes done.
+    pub fn done(&self, handled: usize) {
+        self.0.fetch_sub(handled, Ordering::AcqRel);
     }
 
     /// True when no wake is outstanding: the poller may block.
     pub fn is_zero(&self) -> bool {
         self.0.load(Ordering::Acquire) == 0
+    }
+}
+
+/// `system` dispatch: messages on their way to a poller, and whether it is
+/// parked (about to block, or blocked, in `poll`).
+#[derive(Debug, Default)]
+pub struct Mail {
+    pending: AtomicUsize,
+    parked: AtomicBool,
+}
+
+impl Mail {
+    /// Sends `envelope` to the poller at `poller`, waking it if it parked.
+    pub fn send(&self, sender: &dyn AnySender, poller: &str, envelope: Envelope, waker: &Waker) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        sender.send(poller, envelope);
+        // Either the poller saw the count above and will not block, or it
+        // parked first and this sees it (both sides are SeqCst).
+        if self.parked.load(Ordering::SeqCst) {
+            if let Err(e) = waker.wake() {
+                log::error!("waking a poller: {e}");
+            }
+        }
+    }
+
+    /// The poller took one message.
+    pub fn received(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// The poller may block: parks it, unless a message is on its way.
+    pub fn park(&self) -> bool {
+        self.parked.store(true, Ordering::SeqCst);
+        if self.pending.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        self.unpark();
+        false
+    }
+
+    pub fn unpark(&self) {
+        self.parked.store(false, Ordering::SeqCst);
     }
 }
 
@@ -149,14 +193,25 @@ mod tests {
     }
 
     #[test]
-    fn the_last_handled_wake_hands_the_tick_back() {
+    fn counts_wakes_until_all_are_handled() {
         let outstanding = Outstanding::default();
         outstanding.add();
         outstanding.add();
+        outstanding.done(1);
         assert!(!outstanding.is_zero());
-        assert!(!outstanding.done(1));
-        assert!(outstanding.done(1));
+        outstanding.done(1);
         assert!(outstanding.is_zero());
-        assert!(!outstanding.done(0));
+    }
+
+    #[test]
+    fn a_poller_with_mail_on_its_way_does_not_park() {
+        let mail = Mail::default();
+        assert!(mail.park());
+        mail.unpark();
+        mail.pending.fetch_add(1, Ordering::SeqCst);
+        assert!(!mail.park());
+        assert!(!mail.parked.load(Ordering::SeqCst));
+        mail.received();
+        assert!(mail.park());
     }
 }
