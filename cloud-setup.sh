@@ -52,7 +52,8 @@ Usage: $PROG [--dry-run] ROLE [options]
 Roles:
   server   [--bind ADDR:PORT]
         Install build tools, Rust (rustup) if cargo is missing, perf and
-        cargo-flamegraph; raise net.core.somaxconn and the open-files limit;
+        cargo-flamegraph; raise net.core.somaxconn and the open-files limit,
+        and allow real-time priority 1 (for uppercut's scheduler thread);
         lower kernel.perf_event_paranoid to 1 and kernel.kptr_restrict to 0
         so that a non-root user can profile (a dedicated benchmark box);
         build the release binary in $REPO_DIR;

@@ -107,7 +107,11 @@ ensure_limits() {
 *    soft nofile $NOFILE
 *    hard nofile $NOFILE
 root soft nofile $NOFILE
-root hard nofile $NOFILE"
+root hard nofile $NOFILE
+# Real-time priority 1, which the server gives uppercut's scheduler thread
+# (root has it anyway).
+*    soft rtprio 1
+*    hard rtprio 1"
     write_root_file "$LIMITS_FILE" 0644 "$content"
 }
 
@@ -150,7 +154,7 @@ role_server() {
     ensure_cargo_flamegraph
     step "Kernel settings (sysctl): accept queue; perf_event_paranoid=1 and kptr_restrict=0 for profiling"
     ensure_sysctl
-    step "Open-files limit"
+    step "Limits: open files; real-time priority 1 for uppercut's scheduler thread"
     ensure_limits
     step "Release build"
     build_release
@@ -158,7 +162,7 @@ role_server() {
     local repo
     repo=$(show_cmd "$REPO_DIR")
     step "Next"
-    say "Start the server (from a new login shell, so the open-files limit applies):"
+    say "Start the server (from a new login shell, so the new limits apply):"
     say "  cd $repo && ./target/release/$BIN_NAME --bind $BIND"
     say "Record a flamegraph under local wrk load (writes flamegraph/local.svg):"
     say "  cd $repo && flamegraph/record.sh --dispatch local"
