@@ -44,6 +44,7 @@ pub mod timeouts;
 pub mod upstream;
 pub mod upstream_failure;
 pub mod upstream_response;
+pub mod version;
 pub mod wakeup;
 
 pub use config::{Config, Dispatch};

@@ -9,6 +9,7 @@ pub use crate::headers::list_items;
 use crate::headers::read_headers;
 use crate::response::ErrorStatus;
 use crate::target::{parse_target, TargetForm};
+use crate::version::{version_line, VersionLine};
 
 /// Largest request head (request line and headers) accepted.
 pub const MAX_HEAD_LEN: usize = 8 * 1024;
@@ -208,41 +209,6 @@ fn parse_other_version<'b>(buf: &'b [u8], limited: &'b [u8]) -> ParsedHead<'b> {
             ParsedHead::rejected(ErrorStatus::HeaderFieldsTooLarge)
         }
         Err(_) => ParsedHead::rejected(ErrorStatus::BadRequest),
-    }
-}
-
-enum VersionLine {
-    Partial,
-    Invalid,
-    /// HTTP/1.x, and the length of the version and its line end.
-    Http1(usize),
-    OtherMajor,
-}
-
-/// Reads `HTTP/` DIGIT `.` DIGIT and a line end (CRLF, or a bare LF as
-/// httparse allows) at the start of `rest`, refusing at the first byte that
-/// cannot be part of one, so the answer does not depend on where reads end.
-fn version_line(rest: &[u8]) -> VersionLine {
-    const PATTERN: &[u8; 8] = b"HTTP/0.0";
-    for (at, &b) in rest.iter().take(PATTERN.len()).enumerate() {
-        let fits = match PATTERN[at] {
-            b'0' => b.is_ascii_digit(),
-            expected => b == expected,
-        };
-        if !fits {
-            return VersionLine::Invalid;
-        }
-    }
-    let line_end = match rest.get(PATTERN.len()..) {
-        None | Some([] | [b'\r']) => return VersionLine::Partial,
-        Some([b'\r', b'\n', ..]) => 2,
-        Some([b'\n', ..]) => 1,
-        Some(_) => return VersionLine::Invalid,
-    };
-    if rest[5] == b'1' {
-        VersionLine::Http1(PATTERN.len() + line_end)
-    } else {
-        VersionLine::OtherMajor
     }
 }
 
