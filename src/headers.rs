@@ -156,25 +156,9 @@ pub fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 #[cfg(test)]
 mod tests {
-    use crate::request::{parse_head, BodyFraming, ParsedHead, RequestHead};
+    use crate::request::testing::{head, rejected};
+    use crate::request::BodyFraming;
     use crate::response::ErrorStatus;
-
-    fn head(raw: &str) -> RequestHead<'_> {
-        match parse_head(raw.as_bytes()) {
-            ParsedHead::Complete(head, len) => {
-                assert_eq!(len, raw.len());
-                head
-            }
-            other => panic!("{raw:?} parsed as {other:?}"),
-        }
-    }
-
-    fn rejected(raw: &[u8]) -> ErrorStatus {
-        match parse_head(raw) {
-            ParsedHead::Rejected { status, .. } => status,
-            other => panic!("{:?} parsed as {other:?}", String::from_utf8_lossy(raw)),
-        }
-    }
 
     #[test]
     fn reads_body_framing() {

@@ -221,11 +221,14 @@ fn oversized_head(buf: &[u8]) -> ErrorStatus {
     }
 }
 
+/// Parsing helpers for the unit tests of the head's parts.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod testing {
+    use super::{parse_head, ParsedHead, RequestHead};
+    use crate::response::ErrorStatus;
 
-    fn head(raw: &str) -> RequestHead<'_> {
+    /// `raw` parsed whole into a head.
+    pub(crate) fn head(raw: &str) -> RequestHead<'_> {
         match parse_head(raw.as_bytes()) {
             ParsedHead::Complete(head, len) => {
                 assert_eq!(len, raw.len());
@@ -235,12 +238,19 @@ mod tests {
         }
     }
 
-    fn rejected(raw: &[u8]) -> ErrorStatus {
+    /// The status `raw` is refused with.
+    pub(crate) fn rejected(raw: &[u8]) -> ErrorStatus {
         match parse_head(raw) {
             ParsedHead::Rejected { status, .. } => status,
             other => panic!("{:?} parsed as {other:?}", String::from_utf8_lossy(raw)),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{head, rejected};
+    use super::*;
 
     #[test]
     fn reads_method_path_and_persistence() {

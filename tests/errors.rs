@@ -3,21 +3,8 @@
 
 mod common;
 
-use common::{assert_response, start, Client};
+use common::{assert_response, error_response, start, Client};
 use uppercut_mio_server::Dispatch;
-
-/// The canned error response for `code reason`, closing or not.
-fn error_response(code: u16, reason: &str, extra: &str, closes: bool, head_only: bool) -> String {
-    let body = format!("{code} {reason}\n");
-    let connection = if closes { "Connection: close\r\n" } else { "" };
-    format!(
-        "HTTP/1.1 {code} {reason}\r\nServer: uppercut-mio-server\r\n\
-         Content-Type: text/plain; charset=utf-8\r\n{extra}Content-Length: {}\r\nDate: {{date}}\r\n\
-         {connection}\r\n{}",
-        body.len(),
-        if head_only { "" } else { &body }
-    )
-}
 
 /// Sends `request`, expects the error, then checks the connection's fate:
 /// closed, or still answering a plain request.

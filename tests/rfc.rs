@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_response, start, Client};
+use common::{assert_response, error_response as error, start, Client};
 use uppercut_mio_server::Dispatch;
 
 const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
@@ -19,19 +19,6 @@ const JSON: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
 const NOT_MODIFIED: &str =
     "HTTP/1.1 304 Not Modified\r\nServer: uppercut-mio-server\r\nDate: {date}\r\n\r\n";
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-
-/// The canned error response for `code reason`.
-fn error(code: u16, reason: &str, extra: &str, closes: bool, head_only: bool) -> String {
-    let body = format!("{code} {reason}\n");
-    let connection = if closes { "Connection: close\r\n" } else { "" };
-    format!(
-        "HTTP/1.1 {code} {reason}\r\nServer: uppercut-mio-server\r\n\
-         Content-Type: text/plain; charset=utf-8\r\n{extra}Content-Length: {}\r\nDate: {{date}}\r\n\
-         {connection}\r\n{}",
-        body.len(),
-        if head_only { "" } else { &body }
-    )
-}
 
 fn bad_request(head_only: bool) -> String {
     error(400, "Bad Request", "", true, head_only)

@@ -182,6 +182,26 @@ pub fn assert_recent_date(date: &str) {
     assert!(recent, "Date {date:?} is not a date of the last 30 seconds");
 }
 
+/// The canned error response for `code reason`, with `extra` headers,
+/// closing the connection or not, and without its body for HEAD.
+pub fn error_response(
+    code: u16,
+    reason: &str,
+    extra: &str,
+    closes: bool,
+    head_only: bool,
+) -> String {
+    let body = format!("{code} {reason}\n");
+    let connection = if closes { "Connection: close\r\n" } else { "" };
+    format!(
+        "HTTP/1.1 {code} {reason}\r\nServer: uppercut-mio-server\r\n\
+         Content-Type: text/plain; charset=utf-8\r\n{extra}Content-Length: {}\r\nDate: {{date}}\r\n\
+         {connection}\r\n{}",
+        body.len(),
+        if head_only { "" } else { &body }
+    )
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
