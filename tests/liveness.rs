@@ -8,13 +8,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::thread;
+use std::io::Write;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{assert_response, config, find, start_with, Client};
-use uppercut_mio_server::config::{Timeouts, UpstreamConfig};
+use common::upstream::with_upstream;
+use common::{assert_response, config, start_with, Client};
+use uppercut_mio_server::config::Timeouts;
 use uppercut_mio_server::{Config, Dispatch, Routes};
 
 const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
@@ -40,34 +40,11 @@ fn sleepy(dispatch: Dispatch) -> Config {
 
 /// An upstream that answers every request on a connection with `BODY`.
 fn upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            thread::spawn(move || {
-                let mut received = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while let Some(end) = find(&received, b"\r\n\r\n") {
-                        received.drain(..end + 4);
-                        let answer = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{BODY}",
-                            BODY.len()
-                        );
-                        if stream.write_all(answer.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(len) => received.extend_from_slice(&chunk[..len]),
-                    }
-                }
-            });
-        }
-    });
-    addr
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    common::upstream::spawn(move |stream| stream.write_all(answer.as_bytes()).is_ok()).addr
 }
 
 fn answers_lone_requests_and_fresh_connections(dispatch: Dispatch) {
@@ -92,11 +69,9 @@ fn answers_and_closes_connection_close(dispatch: Dispatch) {
 }
 
 fn answers_through_the_upstream(dispatch: Dispatch) {
-    let addr = upstream();
-    let host = addr.to_string();
     let config = Config {
-        upstream: Some(UpstreamConfig::new(addr, &host, "/")),
-        ..sleepy(dispatch)
+        timeouts: sleepy(dispatch).timeouts,
+        ..with_upstream(dispatch, upstream())
     };
     let server = start_with(&config, Routes::standard());
     let mut client = Client::connect(server.local_addr());

@@ -3,16 +3,16 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{assert_response, config, exchange, find, start_with, text, Client};
-use uppercut_mio_server::config::UpstreamConfig;
+use common::upstream::{with_upstream, Upstream};
+use common::{assert_response, config, exchange, start_with, text, Client};
 use uppercut_mio_server::{Config, Dispatch, Routes, Server};
 
 const BODY: &str = r#"{"status": 200, "msg": "Good Luck!"}"#;
@@ -34,89 +34,44 @@ enum Behaviour {
     Gated(Arc<Mutex<mpsc::Receiver<()>>>),
 }
 
-struct Upstream {
-    addr: SocketAddr,
-    accepted: Arc<AtomicUsize>,
-}
-
 fn upstream(behaviour: Behaviour) -> Upstream {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&accepted);
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            counter.fetch_add(1, Ordering::Relaxed);
-            let behaviour = behaviour.clone();
-            thread::spawn(move || serve_upstream(stream, behaviour));
-        }
-    });
-    Upstream { addr, accepted }
+    common::upstream::spawn(move |stream| answer(stream, &behaviour))
 }
 
-fn serve_upstream(mut stream: TcpStream, behaviour: Behaviour) {
-    let mut received = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        while let Some(end) = find(&received, b"\r\n\r\n") {
-            received.drain(..end + 4);
-            let answer = match &behaviour {
-                Behaviour::Sized(body) | Behaviour::SizedThenClose(body) => {
-                    format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    )
-                }
-                Behaviour::Chunked(body) => {
-                    let (a, b) = body.split_at(body.len() / 2);
-                    format!(
-                        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
-                        a.len(),
-                        b.len()
-                    )
-                }
-                Behaviour::Slow(delay) => {
-                    thread::sleep(*delay);
-                    format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{BODY}",
-                        BODY.len()
-                    )
-                }
-                Behaviour::Gated(gate) => {
-                    let _ = gate.lock().unwrap().recv();
-                    format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{BODY}",
-                        BODY.len()
-                    )
-                }
-            };
-            if stream.write_all(answer.as_bytes()).is_err() {
-                return;
-            }
-            if let Behaviour::SizedThenClose(_) = behaviour {
-                return;
-            }
+/// Answers one request as `behaviour` says; false once the connection is done.
+fn answer(stream: &mut TcpStream, behaviour: &Behaviour) -> bool {
+    let answer = match behaviour {
+        Behaviour::Sized(body) | Behaviour::SizedThenClose(body) => {
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
         }
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(len) => received.extend_from_slice(&chunk[..len]),
+        Behaviour::Chunked(body) => {
+            let (a, b) = body.split_at(body.len() / 2);
+            format!(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+                a.len(),
+                b.len()
+            )
         }
-    }
-}
-
-/// A server whose /io asks `addr`; the upstream timeout is long, so that
-/// only the test of timeouts meets one, however loaded the machine is.
-fn with_upstream(dispatch: Dispatch, addr: SocketAddr) -> Config {
-    let host = addr.to_string();
-    let upstream = UpstreamConfig {
-        timeout: Duration::from_secs(60),
-        ..UpstreamConfig::new(addr, &host, "/status")
+        Behaviour::Slow(delay) => {
+            thread::sleep(*delay);
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{BODY}",
+                BODY.len()
+            )
+        }
+        Behaviour::Gated(gate) => {
+            let _ = gate.lock().unwrap().recv();
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{BODY}",
+                BODY.len()
+            )
+        }
     };
-    Config {
-        upstream: Some(upstream),
-        ..config(dispatch)
-    }
+    stream.write_all(answer.as_bytes()).is_ok()
+        && !matches!(behaviour, Behaviour::SizedThenClose(_))
 }
 
 fn start_for(config: &Config) -> Server {

@@ -6,15 +6,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::thread;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::{assert_response, config, find, start_with, Client};
+use common::upstream::with_upstream;
+use common::{assert_response, start_with, Client};
 use socket2::SockRef;
-use uppercut_mio_server::config::UpstreamConfig;
-use uppercut_mio_server::{Config, Dispatch, Routes};
+use uppercut_mio_server::{Dispatch, Routes};
 
 const GET_IO: &[u8] = b"GET /io HTTP/1.1\r\nHost: t\r\n\r\n";
 
@@ -32,56 +31,22 @@ enum Answer {
 }
 
 fn upstream(answer: Answer) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            thread::spawn(move || serve(stream, answer));
-        }
-    });
-    addr
+    common::upstream::spawn(move |stream| respond(stream, answer)).addr
 }
 
-fn serve(mut stream: TcpStream, answer: Answer) {
-    let mut received = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        while let Some(end) = find(&received, b"\r\n\r\n") {
-            received.drain(..end + 4);
-            match answer {
-                Answer::Bytes(bytes) => {
-                    if stream.write_all(bytes.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-                Answer::Huge => {
-                    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n");
-                    return;
-                }
-                Answer::Close => return,
-                Answer::Reset => {
-                    let _ = SockRef::from(&stream).set_linger(Some(Duration::ZERO));
-                    return;
-                }
-            }
+/// Answers one request as `answer` says; false once the connection is done.
+fn respond(stream: &mut TcpStream, answer: Answer) -> bool {
+    match answer {
+        Answer::Bytes(bytes) => stream.write_all(bytes.as_bytes()).is_ok(),
+        Answer::Huge => {
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n");
+            false
         }
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(len) => received.extend_from_slice(&chunk[..len]),
+        Answer::Close => false,
+        Answer::Reset => {
+            let _ = SockRef::from(&*stream).set_linger(Some(Duration::ZERO));
+            false
         }
-    }
-}
-
-fn server_config(dispatch: Dispatch, addr: SocketAddr) -> Config {
-    let host = addr.to_string();
-    let upstream = UpstreamConfig {
-        timeout: Duration::from_secs(60),
-        ..UpstreamConfig::new(addr, &host, "/status")
-    };
-    Config {
-        upstream: Some(upstream),
-        ..config(dispatch)
     }
 }
 
@@ -97,7 +62,7 @@ fn bad_gateway(body: &str) -> String {
 /// then checks that the connection still serves.
 fn answers_502_with(dispatch: Dispatch, answer: Answer, body: &str) {
     let server = start_with(
-        &server_config(dispatch, upstream(answer)),
+        &with_upstream(dispatch, upstream(answer)),
         Routes::standard(),
     );
     let mut client = Client::connect(server.local_addr());

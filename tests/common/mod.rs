@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own part of the harness
 
+pub mod upstream;
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
