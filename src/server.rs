@@ -22,6 +22,7 @@ use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
 use crate::access_log::AccessLog;
+use crate::balance::Balance;
 use crate::config::{Config, Dispatch};
 use crate::date::DateCache;
 use crate::poller::{Poller, WAKER};
@@ -99,6 +100,7 @@ pub struct Server {
     access_log: Option<Arc<AccessLog>>,
     state: Arc<ServerState>,
     wakers: Vec<Arc<Waker>>,
+    balance: Arc<Balance>,
     system: Option<JoinHandle<()>>,
     /// Disconnects when the actor system has ended.
     ended: mpsc::Receiver<()>,
@@ -130,12 +132,17 @@ impl Server {
             .map(AccessLog::open)
             .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
+        let mut polls = Vec::with_capacity(pollers);
         let mut wakers = Vec::with_capacity(pollers);
-        let mut actors = Vec::with_capacity(pollers);
-        for (index, listener) in listeners.into_iter().enumerate() {
+        for _ in 0..pollers {
             let poll = Poll::new()?;
-            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-            wakers.push(Arc::clone(&waker));
+            wakers.push(Arc::new(Waker::new(poll.registry(), WAKER)?));
+            polls.push(poll);
+        }
+        let balance = Arc::new(Balance::new(&wakers));
+        let mut actors = Vec::with_capacity(pollers);
+        let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&wakers);
+        for (index, ((poll, listener), waker)) in pollers_and_listeners.enumerate() {
             let shared = Arc::new(Shared {
                 routes: Arc::clone(&routes),
                 date: DateCache::new(SystemTime::now()),
@@ -148,8 +155,10 @@ impl Server {
                 upstream_ids: AtomicU64::new(0),
                 outstanding: Outstanding::default(),
                 mail: Mail::default(),
-                waker,
+                waker: Arc::clone(waker),
                 access_log: access_log.clone(),
+                balance: Arc::clone(&balance),
+                index,
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let poller = Poller::new(poll, listener, shared, upstream)?;
@@ -171,6 +180,7 @@ impl Server {
                 access_log,
                 state,
                 wakers,
+                balance,
                 system: Some(system),
                 ended,
             }),
@@ -183,6 +193,14 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// How many connections each poller holds now, in poller order: for
+    /// tests and operators, to see how evenly connections are dealt. A count
+    /// includes connections handed to that poller and not yet taken and, in
+    /// `system` dispatch, connections closed whose poller has not yet heard.
+    pub fn connections_per_poller(&self) -> Vec<usize> {
+        self.balance.open_per_poller()
     }
 
     /// Blocks until the server stops.
