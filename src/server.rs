@@ -166,12 +166,13 @@ impl Server {
         }
 
         let worker_nice = (config.dispatch == Dispatch::System).then_some(SYSTEM_WORKER_NICE);
+        let pin = config.pin;
         let (started_tx, started_rx) = mpsc::sync_channel(1);
         let (ended_tx, ended) = mpsc::channel();
         let system = thread::Builder::new()
             .name("uppercut-system".into())
             .spawn(move || {
-                run_system(actors, worker_nice, started_tx);
+                run_system(actors, worker_nice, pin, started_tx);
                 drop(ended_tx);
             })?;
         match started_rx.recv() {
@@ -258,6 +259,7 @@ impl Drop for Server {
 fn run_system(
     pollers: Vec<Poller>,
     worker_nice: Option<i32>,
+    pin: bool,
     started: mpsc::SyncSender<Result<(), String>>,
 ) {
     let scheduler = SchedulerConfig {
@@ -274,7 +276,7 @@ fn run_system(
     };
     let config = SystemConfig::new(scheduler, Default::default());
     let pool = ThreadPool::for_config(&config);
-    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice);
+    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice, pin);
     let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
         Ok(run) => run,
         Err(e) => {
