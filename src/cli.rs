@@ -8,7 +8,7 @@ use crate::access_log::AccessLogTarget;
 use crate::config::{Config, Dispatch, UpstreamConfig};
 
 pub const USAGE: &str = "\
-usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|system]
+usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch local|system]
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
                            [--max-connections N] [--shutdown-timeout T]
                            [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]
@@ -20,7 +20,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N] [--dispatch local|sy
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
                             name is resolved now, to its first address
   --pollers N               event loops, each with its own SO_REUSEPORT listener
-                            (default: the number of available cores)
+                            (default: the number of available cores); connections
+                            are dealt evenly over them
+  --pin                     pin each poller's worker thread to a CPU of its own, the
+                            Nth to the Nth CPU the process may use (default: off)
   --dispatch local|system   how readiness reaches connection actors: directly from
                             their poller (local, default) or through the uppercut
                             scheduler (system)
@@ -162,6 +165,8 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
             "--static-dotfiles" if inline_value.is_some() => {
                 return Err("--static-dotfiles takes no value".into())
             }
+            "--pin" if inline_value.is_some() => return Err("--pin takes no value".into()),
+            "--pin" => config.pin = true,
             "--static-dotfiles" => {
                 config.static_dotfiles = true;
                 static_limit_flag = Some("--static-dotfiles");
@@ -212,6 +217,9 @@ pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>
         config.pollers,
         config.dispatch.name()
     );
+    if config.pin {
+        line.push_str(", pinned");
+    }
     if let Some(dir) = &config.static_dir {
         line.push_str(&format!(", static {}", dir.display()));
         if let Some(count) = static_files {

@@ -117,6 +117,9 @@ pub struct Config {
     /// Serve dotfiles (paths with a component starting with `.`) from the
     /// static directory too.
     pub static_dotfiles: bool,
+    /// Pin each poller's worker thread to a CPU of its own, the Nth worker
+    /// to the Nth CPU of the process's mask.
+    pub pin: bool,
 }
 
 impl Default for Config {
@@ -133,6 +136,7 @@ impl Default for Config {
             upstream: None,
             access_log: None,
             static_dotfiles: false,
+            pin: false,
         }
     }
 }

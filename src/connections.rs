@@ -139,7 +139,7 @@ impl Connections {
                     // Dropping the connection closes its socket, which also
                     // removes it from the poll set.
                     self.local.remove(key);
-                    self.shared.server.release(1);
+                    self.shared.release(1);
                 }
             }
             Dispatch::System => {
@@ -185,7 +185,7 @@ impl Connections {
 
     /// Closes every connection.
     pub fn stop_all(&mut self, sender: &mut dyn AnySender) {
-        self.shared.server.release(self.len());
+        self.shared.release(self.len());
         drop(self.local.drain());
         for connection in self.system.drain() {
             sender.stop(&connection.address);

@@ -12,6 +12,7 @@
 
 pub mod access_line;
 pub mod access_log;
+pub mod balance;
 pub mod chunked;
 pub mod cli;
 pub mod conditional;

@@ -11,6 +11,10 @@
 //! Either way it wakes a connection through the connection's mailbox
 //! (`wakeup`), so no connection ever has more than one envelope queued.
 //!
+//! A connection accepted while this poller holds more than another is handed
+//! to the least-loaded poller instead (`balance`); each round takes what
+//! other pollers handed over.
+//!
 //! It also sweeps its connections' deadlines, pauses accepting when the
 //! process runs out of descriptors, and drains on shutdown.
 //!
@@ -29,6 +33,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
+use crate::balance::Placement;
 use crate::config::Dispatch;
 use crate::connections::Connections;
 use crate::pool_threads::PoolThreads;
@@ -63,6 +68,9 @@ pub struct Poller {
     upstream: Option<UpstreamPool>,
     /// Where to report the worker this poller runs on.
     pool_threads: Option<Arc<PoolThreads>>,
+    /// Sockets other pollers handed over, taken each round (kept, so taking
+    /// them allocates nothing).
+    handed: Vec<TcpStream>,
 }
 
 impl Poller {
@@ -84,6 +92,7 @@ impl Poller {
             accept_paused_until_ms: None,
             upstream,
             pool_threads: None,
+            handed: Vec::new(),
         })
     }
 
@@ -109,6 +118,8 @@ impl Poller {
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
         let sweep = self.shared.timeouts.sweep;
+        // A socket handed over while this poller blocked would wait for it.
+        let block = block && self.shared.balance.park(self.shared.index);
         let timeout = match block {
             true => (!self.connections.is_empty()).then_some(sweep),
             false => Some(Duration::ZERO),
@@ -124,6 +135,9 @@ impl Poller {
             if e.kind() != ErrorKind::Interrupted {
                 warn!("poll failed: {e}");
             }
+        }
+        if block {
+            self.shared.balance.unpark(self.shared.index);
         }
         let now_ms = self.shared.clock.refresh();
         self.shared.date.refresh(SystemTime::now());
@@ -144,6 +158,7 @@ impl Poller {
             }
         }
         self.events = Some(events);
+        let found = self.take_handed(sender) || found;
         if self
             .accept_paused_until_ms
             .is_some_and(|until| now_ms >= until)
@@ -197,7 +212,7 @@ impl Poller {
                 return;
             };
             match listener.accept() {
-                Ok((socket, _)) => self.adopt(socket, sender),
+                Ok((socket, _)) => self.place(socket, sender),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if is_out_of_resources(&e) => {
@@ -211,11 +226,47 @@ impl Poller {
         }
     }
 
-    fn adopt(&mut self, mut socket: TcpStream, sender: &mut dyn AnySender) {
+    /// Keeps a connection just accepted, or hands it to the least-loaded
+    /// poller if this one holds more (see `balance`).
+    fn place(&mut self, socket: TcpStream, sender: &mut dyn AnySender) {
         // Past the limit the connection is closed at once: dropped here.
         if !self.shared.server.admit() {
             return;
         }
+        let balance = &self.shared.balance;
+        match balance.place(self.shared.index) {
+            Placement::Keep => self.adopt(socket, sender),
+            Placement::HandTo(target) => {
+                // That poller is draining or stopped: the socket closes here.
+                if balance.hand_off(target, socket).is_err() {
+                    self.shared.server.release(1);
+                    balance.closed(target, 1);
+                }
+            }
+        }
+    }
+
+    /// Takes the sockets other pollers handed over: adopts them while the
+    /// server runs, closes them once it drains. True when there were any.
+    fn take_handed(&mut self, sender: &mut dyn AnySender) -> bool {
+        let mut handed = std::mem::take(&mut self.handed);
+        self.shared.balance.take(self.shared.index, &mut handed);
+        let found = !handed.is_empty();
+        for socket in handed.drain(..) {
+            match self.shared.server.phase() {
+                Phase::Running => self.adopt(socket, sender),
+                _ => {
+                    drop(socket);
+                    self.shared.release(1);
+                }
+            }
+        }
+        self.handed = handed;
+        found
+    }
+
+    /// Registers a connection, admitted and counted, and makes its actor.
+    fn adopt(&mut self, mut socket: TcpStream, sender: &mut dyn AnySender) {
         if let Err(e) = socket.set_nodelay(true) {
             debug!("set_nodelay: {e}");
         }
@@ -226,7 +277,7 @@ impl Poller {
             .register(&mut socket, token, Interest::READABLE)
         {
             warn!("register failed: {e}");
-            self.shared.server.release(1);
+            self.shared.release(1);
             return;
         }
         self.connections.adopt(socket, sender);
@@ -242,7 +293,14 @@ impl Poller {
             debug!("deregister listener: {e}");
         }
         drop(listener);
+        self.close_handoffs();
         self.connections.wake_all(sender);
+    }
+
+    /// Takes no more hand-offs, and closes those not yet taken.
+    fn close_handoffs(&mut self) {
+        let closed = self.shared.balance.close(self.shared.index);
+        self.shared.release(closed);
     }
 
     /// `local`: run the loop until idle, the slice is used up, or the phase changes.
@@ -270,6 +328,7 @@ impl Poller {
 
     /// Closes every connection and stops this actor.
     fn stop(&mut self, sender: &mut dyn AnySender) {
+        self.close_handoffs();
         self.connections.stop_all(sender);
         sender.stop(sender.me());
     }
@@ -285,7 +344,7 @@ impl AnyActor for Poller {
             self.shared.mail.received();
             // The actor stopped itself; the token is free once it is known here.
             if self.connections.forget(*token) {
-                self.shared.server.release(1);
+                self.shared.release(1);
             }
             return;
         }

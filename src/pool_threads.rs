@@ -22,6 +22,11 @@
 //! there the actor workers run at a low priority (nice 15); they still get
 //! every core nothing else wants.
 //!
+//! With `--pin`, each actor worker is pinned, when a poller first runs on
+//! it, to a CPU of its own: the Nth worker reported to the Nth CPU of the
+//! process's mask (wrapping round when there are more workers than CPUs).
+//! The scheduler thread keeps the whole mask.
+//!
 //! Uppercut does not say which pool thread runs the scheduler. Every pool
 //! thread reports its id at start, every poller reports the worker it runs
 //! on, and the one pool thread no poller ever runs on is the scheduler's:
@@ -57,6 +62,8 @@ pub struct PoolThreads {
     seen: Mutex<Seen>,
     /// The nice value actor workers take, if any.
     worker_nice: Option<i32>,
+    /// With `--pin`: the CPUs of the process's mask, in order.
+    pin_cpus: Option<Vec<usize>>,
 }
 
 #[derive(Debug, Default)]
@@ -76,7 +83,12 @@ impl PoolThreads {
     /// uppercut's pinning, and notes each thread's id. Each thread runs
     /// exactly one job: each job waits at a barrier until all have started,
     /// so no thread can take a second one. Call it before the system starts.
-    pub fn adopt(pool: &ThreadPool, workers: usize, worker_nice: Option<i32>) -> Arc<PoolThreads> {
+    pub fn adopt(
+        pool: &ThreadPool,
+        workers: usize,
+        worker_nice: Option<i32>,
+        pin: bool,
+    ) -> Arc<PoolThreads> {
         // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
         let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         let size = std::mem::size_of::<libc::cpu_set_t>();
@@ -102,11 +114,18 @@ impl PoolThreads {
         }
         barrier.wait();
         let all = std::mem::take(&mut *ids.lock().unwrap_or_else(|e| e.into_inner()));
+        let pin_cpus = (pin && mask_ok).then(|| {
+            // SAFETY: CPU_ISSET reads a valid cpu_set_t.
+            let cpus = (0..libc::CPU_SETSIZE as usize)
+                .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &mask) });
+            cpus.collect::<Vec<usize>>()
+        });
         Arc::new(PoolThreads {
             all,
             workers,
             seen: Mutex::default(),
             worker_nice,
+            pin_cpus: pin_cpus.filter(|cpus| !cpus.is_empty()),
         })
     }
 
@@ -131,6 +150,9 @@ impl PoolThreads {
             return;
         }
         seen.workers.push(id);
+        if let Some(cpus) = &self.pin_cpus {
+            pin(id, cpus[(seen.workers.len() - 1) % cpus.len()]);
+        }
         if seen.workers.len() < self.workers {
             return;
         }
@@ -151,6 +173,25 @@ fn scheduler_thread(all: &[i32], workers: &[i32]) -> Option<i32> {
     match (rest.next(), rest.next()) {
         (Some(&id), None) => Some(id),
         _ => None,
+    }
+}
+
+/// Pins thread `id` to `cpu`.
+fn pin(id: i32, cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO and CPU_SET write within it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+    }
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: sets the mask of one of this process's threads from a valid set.
+    match unsafe { libc::sched_setaffinity(id, size, &set) } {
+        0 => info!("actor worker thread {id} pinned to CPU {cpu}"),
+        _ => error!(
+            "pinning thread {id} to CPU {cpu}: {}",
+            io::Error::last_os_error()
+        ),
     }
 }
 

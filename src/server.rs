@@ -22,6 +22,7 @@ use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
 use crate::access_log::AccessLog;
+use crate::balance::Balance;
 use crate::config::{Config, Dispatch};
 use crate::date::DateCache;
 use crate::poller::{Poller, WAKER};
@@ -99,6 +100,7 @@ pub struct Server {
     access_log: Option<Arc<AccessLog>>,
     state: Arc<ServerState>,
     wakers: Vec<Arc<Waker>>,
+    balance: Arc<Balance>,
     system: Option<JoinHandle<()>>,
     /// Disconnects when the actor system has ended.
     ended: mpsc::Receiver<()>,
@@ -130,12 +132,17 @@ impl Server {
             .map(AccessLog::open)
             .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
+        let mut polls = Vec::with_capacity(pollers);
         let mut wakers = Vec::with_capacity(pollers);
-        let mut actors = Vec::with_capacity(pollers);
-        for (index, listener) in listeners.into_iter().enumerate() {
+        for _ in 0..pollers {
             let poll = Poll::new()?;
-            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-            wakers.push(Arc::clone(&waker));
+            wakers.push(Arc::new(Waker::new(poll.registry(), WAKER)?));
+            polls.push(poll);
+        }
+        let balance = Arc::new(Balance::new(&wakers));
+        let mut actors = Vec::with_capacity(pollers);
+        let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&wakers);
+        for (index, ((poll, listener), waker)) in pollers_and_listeners.enumerate() {
             let shared = Arc::new(Shared {
                 routes: Arc::clone(&routes),
                 date: DateCache::new(SystemTime::now()),
@@ -148,8 +155,10 @@ impl Server {
                 upstream_ids: AtomicU64::new(0),
                 outstanding: Outstanding::default(),
                 mail: Mail::default(),
-                waker,
+                waker: Arc::clone(waker),
                 access_log: access_log.clone(),
+                balance: Arc::clone(&balance),
+                index,
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let poller = Poller::new(poll, listener, shared, upstream)?;
@@ -157,12 +166,13 @@ impl Server {
         }
 
         let worker_nice = (config.dispatch == Dispatch::System).then_some(SYSTEM_WORKER_NICE);
+        let pin = config.pin;
         let (started_tx, started_rx) = mpsc::sync_channel(1);
         let (ended_tx, ended) = mpsc::channel();
         let system = thread::Builder::new()
             .name("uppercut-system".into())
             .spawn(move || {
-                run_system(actors, worker_nice, started_tx);
+                run_system(actors, worker_nice, pin, started_tx);
                 drop(ended_tx);
             })?;
         match started_rx.recv() {
@@ -171,6 +181,7 @@ impl Server {
                 access_log,
                 state,
                 wakers,
+                balance,
                 system: Some(system),
                 ended,
             }),
@@ -183,6 +194,14 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// How many connections each poller holds now, in poller order: for
+    /// tests and operators, to see how evenly connections are dealt. A count
+    /// includes connections handed to that poller and not yet taken and, in
+    /// `system` dispatch, connections closed whose poller has not yet heard.
+    pub fn connections_per_poller(&self) -> Vec<usize> {
+        self.balance.open_per_poller()
     }
 
     /// Blocks until the server stops.
@@ -240,6 +259,7 @@ impl Drop for Server {
 fn run_system(
     pollers: Vec<Poller>,
     worker_nice: Option<i32>,
+    pin: bool,
     started: mpsc::SyncSender<Result<(), String>>,
 ) {
     let scheduler = SchedulerConfig {
@@ -256,7 +276,7 @@ fn run_system(
     };
     let config = SystemConfig::new(scheduler, Default::default());
     let pool = ThreadPool::for_config(&config);
-    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice);
+    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice, pin);
     let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
         Ok(run) => run,
         Err(e) => {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use mio::{Registry, Waker};
 
 use crate::access_log::AccessLog;
+use crate::balance::Balance;
 use crate::config::{Dispatch, Timeouts};
 use crate::date::DateCache;
 use crate::routes::Routes;
@@ -37,4 +38,16 @@ pub struct Shared {
     pub waker: Arc<Waker>,
     /// Where each request is logged, with `--access-log`.
     pub access_log: Option<Arc<AccessLog>>,
+    /// The pollers' connection counts and hand-off queues.
+    pub balance: Arc<Balance>,
+    /// This poller's place in `balance`.
+    pub index: usize,
+}
+
+impl Shared {
+    /// `connections` this poller held have closed.
+    pub fn release(&self, connections: usize) {
+        self.server.release(connections);
+        self.balance.closed(self.index, connections);
+    }
 }

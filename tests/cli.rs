@@ -154,6 +154,20 @@ fn reads_the_static_flags() {
 }
 
 #[test]
+fn pins_only_when_asked() {
+    assert!(!config(&["--pollers", "8"]).pin);
+    let pinned = Config {
+        pollers: 8,
+        pin: true,
+        ..Config::default()
+    };
+    assert_eq!(
+        parse(&["--pollers", "8", "--pin"]),
+        Ok(Command::Run(Box::new(pinned)))
+    );
+}
+
+#[test]
 fn reads_sizes_with_binary_units() {
     for (value, bytes) in [
         ("1048576", 1 << 20),
@@ -312,6 +326,7 @@ fn refuses_bad_flags_in_one_line_that_says_why() {
             &["--static-dir=www", "--static-dotfiles=yes"],
             "--static-dotfiles takes no value".into(),
         ),
+        (&["--pin=yes"], "--pin takes no value".into()),
         (
             &["--access-log="],
             "--access-log needs a path, or - for stdout".into(),
