@@ -117,6 +117,9 @@ pub struct Config {
     /// Serve dotfiles (paths with a component starting with `.`) from the
     /// static directory too.
     pub static_dotfiles: bool,
+    /// Where `GET /metrics` is served, on a listener of its own; without
+    /// it, nothing is counted.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -133,6 +136,7 @@ impl Default for Config {
             upstream: None,
             access_log: None,
             static_dotfiles: false,
+            metrics: None,
         }
     }
 }

@@ -24,6 +24,8 @@ use uppercut::pool::ThreadPool;
 use crate::access_log::AccessLog;
 use crate::config::{Config, Dispatch};
 use crate::date::DateCache;
+use crate::metrics::PollerMetrics;
+use crate::metrics_server::MetricsServer;
 use crate::poller::{Poller, WAKER};
 use crate::pool_threads::{PoolThreads, SYSTEM_WORKER_NICE};
 use crate::routes::Routes;
@@ -102,6 +104,8 @@ pub struct Server {
     system: Option<JoinHandle<()>>,
     /// Disconnects when the actor system has ended.
     ended: mpsc::Receiver<()>,
+    /// Serves `/metrics`, with `--metrics`.
+    metrics: Option<MetricsServer>,
 }
 
 impl Server {
@@ -130,6 +134,16 @@ impl Server {
             .map(AccessLog::open)
             .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
+        let counters: Vec<Arc<PollerMetrics>> = match config.metrics {
+            Some(_) => (0..pollers)
+                .map(|_| Arc::new(PollerMetrics::new(config.dispatch)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let metrics = config
+            .metrics
+            .map(|addr| MetricsServer::start(addr, counters.clone(), config.dispatch))
+            .transpose()?;
         let mut wakers = Vec::with_capacity(pollers);
         let mut actors = Vec::with_capacity(pollers);
         for (index, listener) in listeners.into_iter().enumerate() {
@@ -150,8 +164,10 @@ impl Server {
                 mail: Mail::default(),
                 waker,
                 access_log: access_log.clone(),
+                metrics: counters.get(index).cloned(),
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);
+            let upstream = upstream.map(|pool| pool.count_to(counters.get(index).cloned()));
             let poller = Poller::new(poll, listener, shared, upstream)?;
             actors.push(poller);
         }
@@ -173,6 +189,7 @@ impl Server {
                 wakers,
                 system: Some(system),
                 ended,
+                metrics,
             }),
             Ok(Err(message)) => Err(io::Error::other(message)),
             Err(_) => Err(io::Error::other(
@@ -183,6 +200,11 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `/metrics` is served, with `--metrics`.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
     }
 
     /// Blocks until the server stops.
@@ -217,6 +239,9 @@ impl Server {
         }
         if let Some(log) = &self.access_log {
             log.close();
+        }
+        if let Some(metrics) = &mut self.metrics {
+            metrics.stop();
         }
     }
 

@@ -9,6 +9,7 @@ use mio::{Registry, Waker};
 use crate::access_log::AccessLog;
 use crate::config::{Dispatch, Timeouts};
 use crate::date::DateCache;
+use crate::metrics::PollerMetrics;
 use crate::routes::Routes;
 use crate::server::ServerState;
 use crate::timeouts::CoarseClock;
@@ -37,4 +38,6 @@ pub struct Shared {
     pub waker: Arc<Waker>,
     /// Where each request is logged, with `--access-log`.
     pub access_log: Option<Arc<AccessLog>>,
+    /// This poller's counters, with `--metrics`.
+    pub metrics: Option<Arc<PollerMetrics>>,
 }
