@@ -19,6 +19,7 @@ sys.path.insert(0, BENCH_DIR)
 sys.dont_write_bytecode = True
 
 from oha import parse_oha  # noqa: E402
+from poller_spread import requests_per_poller, spread_line  # noqa: E402
 from servers import BenchError  # noqa: E402
 from shapes import plan_shapes, print_shape_table, summarize  # noqa: E402
 from svg import write_svg  # noqa: E402
@@ -181,6 +182,28 @@ class TableAndPicture(unittest.TestCase):
             path = os.path.join(tmp, "r.svg")
             write_svg(path, "t", "c", shapes, ["a"], rows)
             ET.parse(path)
+
+
+class PollerSpread(unittest.TestCase):
+    PAGE = """# HELP uppercut_requests_total Responses sent, by status code.
+# TYPE uppercut_requests_total counter
+uppercut_requests_total{poller="0",code="200"} 50
+uppercut_requests_total{poller="0",code="404"} 1
+uppercut_requests_total{poller="1",code="200"} 49
+uppercut_requests_total_other{poller="1"} 7
+uppercut_bytes_sent_total{poller="1"} 9000
+"""
+
+    def test_requests_are_summed_per_poller_over_codes(self):
+        self.assertEqual(requests_per_poller(self.PAGE), [51, 49])
+
+    def test_the_line_gives_each_pollers_share(self):
+        self.assertEqual(spread_line([51, 49]), "requests per poller: 51% 49%")
+        self.assertEqual(spread_line([0, 3, 1]), "requests per poller: 0% 75% 25%")
+
+    def test_no_requests_no_line(self):
+        self.assertEqual(requests_per_poller("# nothing\n"), [])
+        self.assertIsNone(spread_line([0, 0]))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                                              [--static-dotfiles]]
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
-                           [--access-log PATH|-] [--version] [--help]
+                           [--access-log PATH|-] [--metrics ADDR:PORT] [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
                             name is resolved now, to its first address
@@ -54,6 +54,9 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                             past it, 503 (default 1024)
   --access-log PATH|-       append a line per request to PATH (- for stdout), in
                             the combined log format (default: no access log)
+  --metrics ADDR:PORT       serve GET /metrics (Prometheus text format: per-poller
+                            connections, requests by status, bytes, timeouts,
+                            upstream) on a listener of its own (default: off)
   --version                 print the version
   --help                    print this help
 
@@ -171,6 +174,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
                 config.static_dotfiles = true;
                 static_limit_flag = Some("--static-dotfiles");
             }
+            "--metrics" => config.metrics = Some(socket_addr(&flag, &value()?)?),
             "--upstream" => upstream_url = Some(value()?),
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
             "--upstream-timeout" => upstream_timeout = Some(timeout(&flag, &value()?)?),

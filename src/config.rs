@@ -120,6 +120,9 @@ pub struct Config {
     /// Pin each poller's worker thread to a CPU of its own, the Nth worker
     /// to the Nth CPU of the process's mask.
     pub pin: bool,
+    /// Where `GET /metrics` is served, on a listener of its own; without
+    /// it, nothing is counted.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -137,6 +140,7 @@ impl Default for Config {
             access_log: None,
             static_dotfiles: false,
             pin: false,
+            metrics: None,
         }
     }
 }

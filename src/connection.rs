@@ -22,6 +22,7 @@ use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
 use crate::exchange::{RequestStream, OUTPUT_HIGH_WATER};
+use crate::metrics::{PollerMetrics, TimeoutKind};
 use crate::server::Phase;
 use crate::shared::Shared;
 use crate::socket::write_until_blocked;
@@ -81,6 +82,9 @@ impl Connection {
         let mut stream = RequestStream::default();
         if let Some(log) = &shared.access_log {
             stream.log_to(log.recorder(socket.peer_addr().ok().map(|peer| peer.ip())));
+        }
+        if let Some(metrics) = &shared.metrics {
+            stream.count_to(Arc::clone(metrics));
         }
         Connection {
             socket,
@@ -150,6 +154,7 @@ impl Connection {
                 match self.socket.read(&mut scratch.input) {
                     Ok(0) => return Ok(Flow::Close),
                     Ok(len) => {
+                        self.count(|m| &m.bytes_received, len);
                         input_used_up = len < scratch.input.len()
                             && self.shared.dispatch == Dispatch::Local
                             && !self.hung_up;
@@ -216,14 +221,23 @@ impl Connection {
         match self.timer.expired(self.shared.clock.now_ms()) {
             None => Ok(Flow::Open),
             Some(Expiry::Request) => {
+                self.count_timeout(TimeoutKind::Header);
                 let date = self.shared.date.current();
                 self.stream
                     .time_out(&self.shared.routes, &date, &mut scratch.output);
                 // One try: a client this slow gets no more of our time.
-                write_until_blocked(&mut self.socket, &scratch.output)?;
+                let written = write_until_blocked(&mut self.socket, &scratch.output)?;
+                self.count(|m| &m.bytes_sent, written);
                 Ok(Flow::Close)
             }
-            Some(Expiry::Idle | Expiry::Write) => Ok(Flow::Close),
+            Some(Expiry::Idle) => {
+                self.count_timeout(TimeoutKind::Idle);
+                Ok(Flow::Close)
+            }
+            Some(Expiry::Write) => {
+                self.count_timeout(TimeoutKind::Write);
+                Ok(Flow::Close)
+            }
         }
     }
 
@@ -231,6 +245,7 @@ impl Connection {
     fn write_batch(&mut self, batch: &mut BytesMut) -> io::Result<()> {
         let written = write_until_blocked(&mut self.socket, batch);
         if let Ok(written) = written {
+            self.count(|m| &m.bytes_sent, written);
             self.wrote |= written > 0;
             self.output.extend_from_slice(&batch[written..]);
         }
@@ -241,6 +256,7 @@ impl Connection {
     /// Writes kept output; true when all of it went.
     fn flush(&mut self) -> io::Result<bool> {
         let written = write_until_blocked(&mut self.socket, &self.output)?;
+        self.count(|m| &m.bytes_sent, written);
         self.wrote |= written > 0;
         self.output.advance(written);
         if self.output.is_empty() {
@@ -344,6 +360,20 @@ impl Connection {
         self.handled(1 + unhandled);
     }
 
+    /// Adds `n` to one of the poller's counters, with `--metrics`.
+    #[inline]
+    fn count(&self, counter: fn(&PollerMetrics) -> &AtomicU64, n: usize) {
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.add(counter(metrics), n as u64);
+        }
+    }
+
+    fn count_timeout(&self, kind: TimeoutKind) {
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.timeout(kind);
+        }
+    }
+
     /// Reads and drops what the client already sent, so that closing the
     /// socket sends a FIN after our last response rather than a reset.
     fn discard_unread(&mut self, scratch: &mut Scratch) {
@@ -351,11 +381,23 @@ impl Connection {
         while discarded < MAX_DISCARD_ON_CLOSE {
             match self.socket.read(&mut scratch.input) {
                 Ok(0) => break,
-                Ok(len) => discarded += len,
+                Ok(len) => {
+                    self.count(|m| &m.bytes_received, len);
+                    discarded += len;
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => break,
             }
         }
+    }
+}
+
+/// Counted closed here, before the socket closes (it is dropped after this),
+/// so a client that saw the close also sees it counted, on every way out:
+/// closing itself, a panic, or the server stopping.
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.count(|m| &m.closed, 1);
     }
 }
 
@@ -399,9 +441,14 @@ impl AnyActor for Connection {
 /// counted mail (see `wakeup`), in `local` dispatch into its inbox.
 fn to_poller(shared: &Shared, envelope: Envelope, sender: &mut dyn AnySender) {
     match shared.dispatch {
-        Dispatch::System => shared
-            .mail
-            .send(sender, &shared.poller, envelope, &shared.waker),
+        Dispatch::System => {
+            if let Some(metrics) = &shared.metrics {
+                metrics.add(&metrics.envelopes, 1);
+            }
+            shared
+                .mail
+                .send(sender, &shared.poller, envelope, &shared.waker)
+        }
         Dispatch::Local => sender.send(&shared.poller, envelope),
     }
 }

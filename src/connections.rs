@@ -144,6 +144,9 @@ impl Connections {
             }
             Dispatch::System => {
                 if let Some(connection) = self.system.get(key) {
+                    if let Some(metrics) = &self.shared.metrics {
+                        metrics.add(&metrics.envelopes, 1);
+                    }
                     self.shared.outstanding.add();
                     sender.send(&connection.address, Envelope::of(Wake));
                 }

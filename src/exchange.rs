@@ -4,11 +4,14 @@
 //! sockets here, so tests and the fuzz target drive exactly the path a
 //! connection actor uses.
 
+use std::sync::Arc;
+
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::access_line::AccessRecorder;
 use crate::chunked::{ChunkedDecoder, Skipped};
 use crate::date::DATE_LEN;
+use crate::metrics::PollerMetrics;
 use crate::request::{parse_head, BodyFraming, Method, ParsedHead, RequestHead};
 use crate::response::{status_and_body_len, ErrorStatus, Persistence, CONTINUE};
 use crate::routes::{Reply, RouteAnswer, Routes};
@@ -108,6 +111,11 @@ impl RequestStream {
         self.framer.log = Some(recorder);
     }
 
+    /// Counts every response by its status in `metrics`.
+    pub fn count_to(&mut self, metrics: Arc<PollerMetrics>) {
+        self.framer.metrics = Some(metrics);
+    }
+
     /// Responses written so far.
     pub fn responses(&self) -> u64 {
         self.framer.responses
@@ -155,6 +163,9 @@ impl RequestStream {
         if let Some(log) = &mut self.framer.log {
             log.response(status, if head_only { 0 } else { body_len }, date);
         }
+        if let Some(metrics) = &self.framer.metrics {
+            metrics.status(status);
+        }
         self.framer.finish(persistence);
         self.resume(routes, date, out);
     }
@@ -201,6 +212,7 @@ struct Framer {
     state: State,
     responses: u64,
     log: Option<AccessRecorder>,
+    metrics: Option<Arc<PollerMetrics>>,
 }
 
 impl Default for Framer {
@@ -209,6 +221,7 @@ impl Default for Framer {
             state: State::Head,
             responses: 0,
             log: None,
+            metrics: None,
         }
     }
 }
@@ -352,6 +365,9 @@ impl Framer {
         if let Some(log) = &mut self.log {
             let (status, body_len) = status_and_body_len(&out[start..]);
             log.response(status, body_len, date);
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.response(&out[start..]);
         }
         self.finish(answer.persistence);
     }

@@ -64,6 +64,9 @@ fn main() -> ExitCode {
     };
     let files = site.as_ref().map(|site| site.summary().files);
     println!("{}", start_line(server.local_addr(), &config, files));
+    if let Some(addr) = server.metrics_addr() {
+        println!("metrics at http://{addr}/metrics");
+    }
     let signal = loop {
         match wait_for(&signals) {
             libc::SIGHUP => reload(site.as_deref()),

@@ -193,7 +193,7 @@ impl Poller {
             }
             let replies = pool.take_replies();
             if replies.is_empty() {
-                return;
+                return pool.publish_links();
             }
             for (request, result) in replies {
                 let reply = UpstreamReply {
@@ -216,6 +216,9 @@ impl Poller {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if is_out_of_resources(&e) => {
+                    if let Some(metrics) = &self.shared.metrics {
+                        metrics.add(&metrics.accept_pauses, 1);
+                    }
                     warn!("accept: {e}; pausing accepts for {ACCEPT_BACKOFF:?}");
                     let resume = self.shared.clock.now_ms() + ACCEPT_BACKOFF.as_millis() as u64;
                     self.accept_paused_until_ms = Some(resume);
@@ -231,6 +234,9 @@ impl Poller {
     fn place(&mut self, socket: TcpStream, sender: &mut dyn AnySender) {
         // Past the limit the connection is closed at once: dropped here.
         if !self.shared.server.admit() {
+            if let Some(metrics) = &self.shared.metrics {
+                metrics.add(&metrics.refused, 1);
+            }
             return;
         }
         let balance = &self.shared.balance;
@@ -279,6 +285,9 @@ impl Poller {
             warn!("register failed: {e}");
             self.shared.release(1);
             return;
+        }
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.add(&metrics.accepted, 1);
         }
         self.connections.adopt(socket, sender);
     }
@@ -371,11 +380,21 @@ impl AnyActor for Poller {
             }
             Phase::Stopping if may_stop => return self.stop(sender),
             // Wake nothing more; come back once the wakes out are handled.
-            Phase::Stopping => return sender.send(sender.me(), Envelope::of(Tick)),
+            Phase::Stopping => return self.tick(sender),
         }
         match self.shared.dispatch {
             Dispatch::Local => self.run_local(sender),
             Dispatch::System => self.run_system(sender),
+        }
+        self.tick(sender);
+    }
+}
+
+impl Poller {
+    /// Comes back to this poller through the scheduler.
+    fn tick(&self, sender: &mut dyn AnySender) {
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.add(&metrics.envelopes, 1);
         }
         sender.send(sender.me(), Envelope::of(Tick));
     }

@@ -25,6 +25,8 @@ use crate::access_log::AccessLog;
 use crate::balance::Balance;
 use crate::config::{Config, Dispatch};
 use crate::date::DateCache;
+use crate::metrics::PollerMetrics;
+use crate::metrics_server::MetricsServer;
 use crate::poller::{Poller, WAKER};
 use crate::pool_threads::{PoolThreads, SYSTEM_WORKER_NICE};
 use crate::routes::Routes;
@@ -104,6 +106,8 @@ pub struct Server {
     system: Option<JoinHandle<()>>,
     /// Disconnects when the actor system has ended.
     ended: mpsc::Receiver<()>,
+    /// Serves `/metrics`, with `--metrics`.
+    metrics: Option<MetricsServer>,
 }
 
 impl Server {
@@ -132,6 +136,16 @@ impl Server {
             .map(AccessLog::open)
             .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
+        let counters: Vec<Arc<PollerMetrics>> = match config.metrics {
+            Some(_) => (0..pollers)
+                .map(|_| Arc::new(PollerMetrics::new(config.dispatch)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let metrics = config
+            .metrics
+            .map(|addr| MetricsServer::start(addr, counters.clone(), config.dispatch))
+            .transpose()?;
         let mut polls = Vec::with_capacity(pollers);
         let mut wakers = Vec::with_capacity(pollers);
         for _ in 0..pollers {
@@ -159,8 +173,10 @@ impl Server {
                 access_log: access_log.clone(),
                 balance: Arc::clone(&balance),
                 index,
+                metrics: counters.get(index).cloned(),
             });
             let upstream = config.upstream.clone().map(UpstreamPool::new);
+            let upstream = upstream.map(|pool| pool.count_to(counters.get(index).cloned()));
             let poller = Poller::new(poll, listener, shared, upstream)?;
             actors.push(poller);
         }
@@ -184,6 +200,7 @@ impl Server {
                 balance,
                 system: Some(system),
                 ended,
+                metrics,
             }),
             Ok(Err(message)) => Err(io::Error::other(message)),
             Err(_) => Err(io::Error::other(
@@ -202,6 +219,11 @@ impl Server {
     /// `system` dispatch, connections closed whose poller has not yet heard.
     pub fn connections_per_poller(&self) -> Vec<usize> {
         self.balance.open_per_poller()
+    }
+
+    /// Where `/metrics` is served, with `--metrics`.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
     }
 
     /// Blocks until the server stops.
@@ -236,6 +258,9 @@ impl Server {
         }
         if let Some(log) = &self.access_log {
             log.close();
+        }
+        if let Some(metrics) = &mut self.metrics {
+            metrics.stop();
         }
     }
 

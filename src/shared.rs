@@ -10,6 +10,7 @@ use crate::access_log::AccessLog;
 use crate::balance::Balance;
 use crate::config::{Dispatch, Timeouts};
 use crate::date::DateCache;
+use crate::metrics::PollerMetrics;
 use crate::routes::Routes;
 use crate::server::ServerState;
 use crate::timeouts::CoarseClock;
@@ -42,6 +43,8 @@ pub struct Shared {
     pub balance: Arc<Balance>,
     /// This poller's place in `balance`.
     pub index: usize,
+    /// This poller's counters, with `--metrics`.
+    pub metrics: Option<Arc<PollerMetrics>>,
 }
 
 impl Shared {

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
 use std::mem;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use log::debug;
@@ -15,6 +16,7 @@ use mio::{Interest, Registry, Token};
 
 use crate::config::UpstreamConfig;
 use crate::json;
+use crate::metrics::{PollerMetrics, UpstreamResult};
 use crate::slab::Slab;
 use crate::socket::write_until_blocked;
 use crate::upstream_failure::UpstreamFailure;
@@ -66,6 +68,8 @@ pub struct UpstreamPool {
     queue: VecDeque<Job>,
     /// Answers ready for the poller to deliver.
     replies: Vec<(UpstreamRequest, Result<Bytes, UpstreamFailure>)>,
+    /// The poller's counters, with `--metrics`.
+    metrics: Option<Arc<PollerMetrics>>,
 }
 
 impl UpstreamPool {
@@ -81,6 +85,20 @@ impl UpstreamPool {
             idle: Vec::new(),
             queue: VecDeque::new(),
             replies: Vec::new(),
+            metrics: None,
+        }
+    }
+
+    /// Counts requests by how they end, and publishes the links' states.
+    pub fn count_to(self, metrics: Option<Arc<PollerMetrics>>) -> UpstreamPool {
+        UpstreamPool { metrics, ..self }
+    }
+
+    /// Publishes how many links are idle and busy, for `/metrics`.
+    pub fn publish_links(&self) {
+        if let Some(metrics) = &self.metrics {
+            let idle = self.idle.len();
+            metrics.set_upstream_links(idle, self.links.len().saturating_sub(idle));
         }
     }
 
@@ -283,6 +301,9 @@ impl UpstreamPool {
     }
 
     fn answer(&mut self, job: Job, result: Result<Bytes, UpstreamFailure>) {
+        if let Some(metrics) = &self.metrics {
+            metrics.upstream(UpstreamResult::of(&result));
+        }
         if let Err(failure) = result {
             failure.warn(self.config.addr);
         }

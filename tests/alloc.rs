@@ -2,7 +2,8 @@
 //! global allocator. This file is its own test binary, with one test, so no
 //! other test allocates while it counts; the client loop allocates nothing.
 //! The requests include a static file by a percent-encoded path, and
-//! conditional ones, answered 304 and 200.
+//! conditional ones, answered 304 and 200. Counting for `--metrics` must not
+//! allocate either.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{config, start_with, Client};
-use uppercut_mio_server::{Dispatch, Routes, StaticLimits};
+use uppercut_mio_server::{Config, Dispatch, Routes, StaticLimits};
 
 struct Counting;
 
@@ -49,12 +50,16 @@ const STATUSES: [&str; 4] = ["200", "200", "304", "200"];
 
 /// Allocations made anywhere in the process while one keep-alive connection
 /// does `REQUESTS` round trips of `PIPELINED`, after a warm-up.
-fn allocations_during_requests(dispatch: Dispatch) -> usize {
+fn allocations_during_requests(dispatch: Dispatch, metrics: bool) -> usize {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let routes = Routes::standard()
         .with_static_dir(&fixtures, StaticLimits::default())
         .expect("the fixtures load");
-    let server = start_with(&config(dispatch), routes);
+    let config = Config {
+        metrics: metrics.then(|| "127.0.0.1:0".parse().unwrap()),
+        ..config(dispatch)
+    };
+    let server = start_with(&config, routes);
     let mut client = Client::connect(server.local_addr());
     client.send(PIPELINED);
     let mut answer_len = 0;
@@ -83,15 +88,23 @@ fn allocations_during_requests(dispatch: Dispatch) -> usize {
 
 #[test]
 fn local_dispatch_allocates_nothing_per_request() {
-    let local = allocations_during_requests(Dispatch::Local);
-    let system = allocations_during_requests(Dispatch::System);
-    println!("allocations for {REQUESTS} round trips: local {local}, system {system}");
+    let local = allocations_during_requests(Dispatch::Local, false);
+    let counted = allocations_during_requests(Dispatch::Local, true);
+    let system = allocations_during_requests(Dispatch::System, false);
+    println!(
+        "allocations for {REQUESTS} round trips: local {local}, \
+         local with metrics {counted}, system {system}"
+    );
     // A poller hands its worker back to uppercut at most once a second, and
     // that message allocates; a per-request allocation would show up here
     // at least REQUESTS times.
     assert!(
         local < 50,
         "local dispatch allocated {local} times in {REQUESTS} round trips"
+    );
+    assert!(
+        counted < 50,
+        "local dispatch with --metrics allocated {counted} times in {REQUESTS} round trips"
     );
     // System dispatch pays uppercut's allocations per message (the address
     // string, channel blocks): a count above zero proves the counter sees the
