@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses its own part of the harness
 
+pub mod alloc;
 pub mod upstream;
 
 use std::io::{ErrorKind, Read, Write};
