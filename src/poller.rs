@@ -39,6 +39,7 @@ use crate::connections::Connections;
 use crate::pool_threads::PoolThreads;
 use crate::server::Phase;
 use crate::shared::Shared;
+use crate::socket::is_out_of_resources;
 use crate::upstream::{self, UpstreamPool, UpstreamReply, UpstreamRequest};
 use crate::wakeup::{Closed, Tick, HANGUP, READY};
 
@@ -398,13 +399,4 @@ impl Poller {
         }
         sender.send(sender.me(), Envelope::of(Tick));
     }
-}
-
-/// Errors that mean the process or system is out of descriptors or memory:
-/// accepting again at once would fail again.
-fn is_out_of_resources(error: &io::Error) -> bool {
-    matches!(
-        error.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-    )
 }

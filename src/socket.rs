@@ -1,4 +1,5 @@
-//! Socket helpers shared by connections and the upstream pool.
+//! Socket helpers: the write loop connections and the upstream pool share,
+//! and which accept errors mean the process is out of resources.
 
 use std::io::{self, ErrorKind, Write};
 
@@ -17,4 +18,13 @@ pub fn write_until_blocked(socket: &mut TcpStream, data: &[u8]) -> io::Result<us
         }
     }
     Ok(written)
+}
+
+/// Errors that mean the process or system is out of descriptors or memory:
+/// accepting again at once would fail again.
+pub fn is_out_of_resources(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
 }
