@@ -5,6 +5,8 @@
 mod common;
 
 use std::fs;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use common::{assert_response, config, start_with, Client};
 use uppercut_mio_server::{Config, Dispatch, Routes};
@@ -20,6 +22,11 @@ fn cpus(list: &str) -> Vec<usize> {
         cpus.extend(first.parse::<usize>().unwrap()..=last.parse::<usize>().unwrap());
     }
     cpus
+}
+
+/// How many pool threads are pinned to a single CPU.
+fn pinned_workers(threads: &[Vec<usize>]) -> usize {
+    threads.iter().filter(|cpus| cpus.len() == 1).count()
 }
 
 /// Each uppercut pool thread's (`worker-N`, the scheduler's included) CPUs.
@@ -44,9 +51,13 @@ fn pool_thread_cpus() -> Vec<Vec<usize>> {
     found
 }
 
-/// Starts two pollers and runs a request on two connections: as they are
-/// dealt one to each poller, both pollers have run, so both have reported
-/// (and, with `pin`, pinned) their worker. Returns the pool threads' CPUs.
+/// Starts two pollers and runs a request on two connections, dealt one to
+/// each poller, so both pollers have run. A worker is pinned the first time a
+/// poller runs on it, and on a loaded machine both pollers' first rounds can
+/// land on the same worker; the other is pinned when a poller next lands on
+/// it, which a poller with a connection does within its sweep. So with `pin`
+/// this waits, up to a deadline, for two pinned workers. Returns the pool
+/// threads' CPUs.
 fn pool_threads_of_a_running_server(dispatch: Dispatch, pin: bool) -> Vec<Vec<usize>> {
     let config = Config {
         pin,
@@ -61,7 +72,13 @@ fn pool_threads_of_a_running_server(dispatch: Dispatch, pin: bool) -> Vec<Vec<us
         assert_response(&client.response(false), HELLO);
     }
     assert_eq!(server.connections_per_poller(), vec![1, 1]);
-    let threads = pool_thread_cpus();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut threads = pool_thread_cpus();
+    while pin && pinned_workers(&threads) < 2 && Instant::now() < deadline {
+        // Polling the threads' state, which nothing signals.
+        thread::sleep(Duration::from_millis(10));
+        threads = pool_thread_cpus();
+    }
     server.stop();
     threads
 }
