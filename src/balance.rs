@@ -15,17 +15,18 @@
 //! swap, unless connections close), so while connections open and none close,
 //! no poller ever holds more than one connection more than another.
 //!
-//! The hand-off queue follows the rules of `wakeup`: a poller parks before
-//! it blocks in `poll` and blocks only if its queue is empty; a hand-off is
-//! queued before the parked flag is read, so one of the two sides sees the
-//! other. A poller takes its queue on every round. A poller that drains or
+//! The hand-off queue follows the rules of `wakeup` (`Parking`): a poller
+//! parks before it blocks in `poll` and blocks only if its queue is empty; a
+//! hand-off is counted before the parked flag is read, so one of the two
+//! sides sees the other. A poller takes its queue on every round. A poller that drains or
 //! stops closes its queue: what is handed to it later is closed at once.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mio::net::TcpStream;
-use mio::Waker;
+
+use crate::wakeup::Parking;
 
 /// Keeps what it holds on cache lines of its own: each poller writes its own
 /// count and flags, and another poller's writes must not evict them. 128
@@ -44,9 +45,7 @@ struct Handoff {
     queue: Mutex<Queue>,
     /// Sockets in `queue`, readable without the lock.
     queued: AtomicUsize,
-    /// The poller is about to block, or blocked, in `poll`.
-    parked: AtomicBool,
-    waker: Arc<Waker>,
+    parking: Arc<Parking>,
 }
 
 #[derive(Default)]
@@ -65,18 +64,20 @@ pub enum Placement {
 }
 
 impl Balance {
-    /// One entry per poller, woken by its waker.
-    pub fn new(wakers: &[Arc<Waker>]) -> Balance {
+    /// One entry per poller, woken through its parking.
+    pub fn new(parkings: &[Arc<Parking>]) -> Balance {
         Balance {
-            open: wakers.iter().map(|_| Padded(AtomicUsize::new(0))).collect(),
-            handoffs: wakers
+            open: parkings
                 .iter()
-                .map(|waker| {
+                .map(|_| Padded(AtomicUsize::new(0)))
+                .collect(),
+            handoffs: parkings
+                .iter()
+                .map(|parking| {
                     Padded(Handoff {
                         queue: Mutex::default(),
                         queued: AtomicUsize::new(0),
-                        parked: AtomicBool::new(false),
-                        waker: Arc::clone(waker),
+                        parking: Arc::clone(parking),
                     })
                 })
                 .collect(),
@@ -140,29 +141,13 @@ impl Balance {
             queue.sockets.push(socket);
             handoff.queued.fetch_add(1, Ordering::SeqCst);
         }
-        // Either the target sees the count above before it blocks, or it
-        // parked first and this sees it (both sides are SeqCst).
-        if handoff.parked.load(Ordering::SeqCst) {
-            if let Err(e) = handoff.waker.wake() {
-                log::error!("waking a poller: {e}");
-            }
-        }
+        handoff.parking.wake_if_parked();
         Ok(())
     }
 
-    /// Poller `index` may block: parks it, unless a socket waits for it.
-    pub fn park(&self, index: usize) -> bool {
-        let handoff = &self.handoffs[index].0;
-        handoff.parked.store(true, Ordering::SeqCst);
-        if handoff.queued.load(Ordering::SeqCst) == 0 {
-            return true;
-        }
-        self.unpark(index);
-        false
-    }
-
-    pub fn unpark(&self, index: usize) {
-        self.handoffs[index].0.parked.store(false, Ordering::SeqCst);
+    /// Sockets wait in poller `index`'s queue.
+    pub fn has_queued(&self, index: usize) -> bool {
+        self.handoffs[index].0.queued.load(Ordering::SeqCst) > 0
     }
 
     /// Moves the sockets handed to poller `index` into `into` (swapped, so
@@ -198,18 +183,17 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
 mod tests {
     use super::*;
 
-    /// Wakers, each on a `Poll` of its own (kept alive with them).
-    fn wakers(count: usize) -> (Vec<mio::Poll>, Vec<Arc<Waker>>) {
+    /// Parkings, each waking a `Poll` of its own (kept alive with them).
+    fn wakers(count: usize) -> (Vec<mio::Poll>, Vec<Arc<Parking>>) {
         let mut polls = Vec::new();
-        let mut wakers = Vec::new();
+        let mut parkings = Vec::new();
         for _ in 0..count {
             let poll = mio::Poll::new().unwrap();
-            wakers.push(Arc::new(
-                Waker::new(poll.registry(), mio::Token(0)).unwrap(),
-            ));
+            let waker = mio::Waker::new(poll.registry(), mio::Token(0)).unwrap();
+            parkings.push(Arc::new(Parking::new(Arc::new(waker))));
             polls.push(poll);
         }
-        (polls, wakers)
+        (polls, parkings)
     }
 
     fn connected(listener: &std::net::TcpListener) -> TcpStream {
@@ -246,18 +230,19 @@ mod tests {
 
     #[test]
     fn a_parked_poller_with_a_hand_off_waiting_does_not_block() {
-        let (_polls, wakers) = wakers(2);
-        let balance = Balance::new(&wakers);
-        assert!(balance.park(1));
-        balance.unpark(1);
+        let (_polls, parkings) = wakers(2);
+        let balance = Balance::new(&parkings);
+        let park = || parkings[1].park(|| balance.has_queued(1));
+        assert!(park());
+        parkings[1].unpark();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         assert!(balance.hand_off(1, connected(&listener)).is_ok());
-        assert!(!balance.park(1));
+        assert!(!park());
         let mut taken = Vec::new();
         balance.take(1, &mut taken);
         assert_eq!(taken.len(), 1);
-        assert!(balance.park(1));
-        balance.unpark(1);
+        assert!(park());
+        parkings[1].unpark();
         assert_eq!(balance.close(1), 0);
         let refused = balance.hand_off(1, connected(&listener));
         assert!(refused.is_err(), "a closed queue refuses");

@@ -320,7 +320,7 @@ fn to_poller(shared: &Shared, envelope: Envelope, sender: &mut dyn AnySender) {
             }
             shared
                 .mail
-                .send(sender, &shared.poller, envelope, &shared.waker)
+                .send(sender, &shared.poller, envelope, &shared.parking)
         }
         Dispatch::Local => sender.send(&shared.poller, envelope),
     }

@@ -119,8 +119,12 @@ impl Poller {
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
         let sweep = self.shared.timeouts.sweep;
-        // A socket handed over while this poller blocked would wait for it.
-        let block = block && self.shared.balance.park(self.shared.index);
+        // Mail or a socket handed over while this poller blocked would wait
+        // for it (see `wakeup::Parking`).
+        let block = block
+            && self.shared.parking.park(|| {
+                self.shared.mail.is_pending() || self.shared.balance.has_queued(self.shared.index)
+            });
         let timeout = match block {
             true => (!self.connections.is_empty()).then_some(sweep),
             false => Some(Duration::ZERO),
@@ -138,7 +142,7 @@ impl Poller {
             }
         }
         if block {
-            self.shared.balance.unpark(self.shared.index);
+            self.shared.parking.unpark();
         }
         let now_ms = self.shared.clock.refresh();
         self.shared.date.refresh(SystemTime::now());
@@ -329,11 +333,7 @@ impl Poller {
     /// blocks in `poll` only when nothing it owes an answer to waits: no wake
     /// of its own unhandled, no mail to it on its way (see `wakeup`).
     fn run_system(&mut self, sender: &mut dyn AnySender) {
-        let block = self.shared.outstanding.is_zero() && self.shared.mail.park();
-        self.poll_once(block, sender);
-        if block {
-            self.shared.mail.unpark();
-        }
+        self.poll_once(self.shared.outstanding.is_zero(), sender);
     }
 
     /// Closes every connection and stops this actor.

@@ -33,7 +33,7 @@ use crate::routes::Routes;
 use crate::shared::Shared;
 use crate::timeouts::CoarseClock;
 use crate::upstream::UpstreamPool;
-use crate::wakeup::{Mail, Outstanding, Tick};
+use crate::wakeup::{Mail, Outstanding, Parking, Tick};
 use uppercut::api::Envelope;
 
 const LISTEN_BACKLOG: i32 = 4096;
@@ -153,10 +153,14 @@ impl Server {
             wakers.push(Arc::new(Waker::new(poll.registry(), WAKER)?));
             polls.push(poll);
         }
-        let balance = Arc::new(Balance::new(&wakers));
+        let parkings: Vec<Arc<Parking>> = wakers
+            .iter()
+            .map(|waker| Arc::new(Parking::new(Arc::clone(waker))))
+            .collect();
+        let balance = Arc::new(Balance::new(&parkings));
         let mut actors = Vec::with_capacity(pollers);
-        let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&wakers);
-        for (index, ((poll, listener), waker)) in pollers_and_listeners.enumerate() {
+        let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
+        for (index, ((poll, listener), parking)) in pollers_and_listeners.enumerate() {
             let shared = Arc::new(Shared {
                 routes: Arc::clone(&routes),
                 date: DateCache::new(SystemTime::now()),
@@ -169,7 +173,7 @@ impl Server {
                 upstream_ids: AtomicU64::new(0),
                 outstanding: Outstanding::default(),
                 mail: Mail::default(),
-                waker: Arc::clone(waker),
+                parking: Arc::clone(parking),
                 access_log: access_log.clone(),
                 balance: Arc::clone(&balance),
                 index,

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use mio::{Registry, Waker};
+use mio::Registry;
 
 use crate::access_log::AccessLog;
 use crate::balance::Balance;
@@ -14,7 +14,7 @@ use crate::metrics::PollerMetrics;
 use crate::routes::Routes;
 use crate::server::ServerState;
 use crate::timeouts::CoarseClock;
-use crate::wakeup::{Mail, Outstanding};
+use crate::wakeup::{Mail, Outstanding, Parking};
 
 /// What a poller shares with each of its connections.
 pub struct Shared {
@@ -35,8 +35,8 @@ pub struct Shared {
     pub outstanding: Outstanding,
     /// `system` dispatch: what connections are sending the poller.
     pub mail: Mail,
-    /// Wakes the poller from `poll`.
-    pub waker: Arc<Waker>,
+    /// Whether the poller is parked in `poll`, and how to wake it.
+    pub parking: Arc<Parking>,
     /// Where each request is logged, with `--access-log`.
     pub access_log: Option<Arc<AccessLog>>,
     /// The pollers' connection counts and hand-off queues.

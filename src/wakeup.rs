@@ -18,14 +18,14 @@
 //! - What a connection sends its poller (`Closed`, an upstream request) is
 //!   counted as [`Mail`] before it is sent; the poller blocks only when none
 //!   is pending, and a connection that mails a poller which has just parked
-//!   wakes it through its mio `Waker`.
+//!   wakes it ([`Parking`], which hand-offs of sockets use too).
 //! - A connection sends to its poller only while one of its wakes is
 //!   outstanding, and a stopping poller stops only once none is: nothing is
 //!   ever sent to a poller after it stopped (uppercut's senders panic once
 //!   the system has ended).
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use mio::{Token, Waker};
 use uppercut::api::{AnySender, Envelope};
@@ -123,37 +123,31 @@ impl Outstanding {
     }
 }
 
-/// `system` dispatch: messages on their way to a poller, and whether it is
-/// parked (about to block, or blocked, in `poll`).
-#[derive(Debug, Default)]
-pub struct Mail {
-    pending: AtomicUsize,
+/// Whether a poller is parked (about to block, or blocked, in `poll`), and
+/// how to wake it. Whatever another thread leaves for a poller (mail, a
+/// socket handed over) is counted first, SeqCst, then `wake_if_parked` is
+/// called; the poller parks, SeqCst, then reads those counts: either it sees
+/// the work and does not block, or the other side sees it parked and wakes
+/// it.
+#[derive(Debug)]
+pub struct Parking {
     parked: AtomicBool,
+    waker: Arc<Waker>,
 }
 
-impl Mail {
-    /// Sends `envelope` to the poller at `poller`, waking it if it parked.
-    pub fn send(&self, sender: &dyn AnySender, poller: &str, envelope: Envelope, waker: &Waker) {
-        self.pending.fetch_add(1, Ordering::SeqCst);
-        sender.send(poller, envelope);
-        // Either the poller saw the count above and will not block, or it
-        // parked first and this sees it (both sides are SeqCst).
-        if self.parked.load(Ordering::SeqCst) {
-            if let Err(e) = waker.wake() {
-                log::error!("waking a poller: {e}");
-            }
+impl Parking {
+    pub fn new(waker: Arc<Waker>) -> Parking {
+        Parking {
+            parked: AtomicBool::new(false),
+            waker,
         }
     }
 
-    /// The poller took one message.
-    pub fn received(&self) {
-        self.pending.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    /// The poller may block: parks it, unless a message is on its way.
-    pub fn park(&self) -> bool {
+    /// Parks the poller unless `waiting` finds work left for it; true when
+    /// it may block. A parked poller calls `unpark` once `poll` returns.
+    pub fn park(&self, waiting: impl FnOnce() -> bool) -> bool {
         self.parked.store(true, Ordering::SeqCst);
-        if self.pending.load(Ordering::SeqCst) == 0 {
+        if !waiting() {
             return true;
         }
         self.unpark();
@@ -162,6 +156,46 @@ impl Mail {
 
     pub fn unpark(&self) {
         self.parked.store(false, Ordering::SeqCst);
+    }
+
+    /// Work was just counted for the poller: wake it if it parked.
+    pub fn wake_if_parked(&self) {
+        if self.parked.load(Ordering::SeqCst) {
+            if let Err(e) = self.waker.wake() {
+                log::error!("waking a poller: {e}");
+            }
+        }
+    }
+}
+
+/// `system` dispatch: messages on their way to a poller.
+#[derive(Debug, Default)]
+pub struct Mail {
+    pending: AtomicUsize,
+}
+
+impl Mail {
+    /// Sends `envelope` to the poller at `poller`, waking it if it parked.
+    pub fn send(
+        &self,
+        sender: &dyn AnySender,
+        poller: &str,
+        envelope: Envelope,
+        parking: &Parking,
+    ) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        sender.send(poller, envelope);
+        parking.wake_if_parked();
+    }
+
+    /// The poller took one message.
+    pub fn received(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// A message is on its way to the poller.
+    pub fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) > 0
     }
 }
 
@@ -205,13 +239,15 @@ mod tests {
 
     #[test]
     fn a_poller_with_mail_on_its_way_does_not_park() {
+        let poll = mio::Poll::new().unwrap();
+        let parking = Parking::new(Arc::new(Waker::new(poll.registry(), Token(0)).unwrap()));
         let mail = Mail::default();
-        assert!(mail.park());
-        mail.unpark();
+        assert!(parking.park(|| mail.is_pending()));
+        parking.unpark();
         mail.pending.fetch_add(1, Ordering::SeqCst);
-        assert!(!mail.park());
-        assert!(!mail.parked.load(Ordering::SeqCst));
+        assert!(!parking.park(|| mail.is_pending()));
+        assert!(!parking.parked.load(Ordering::SeqCst));
         mail.received();
-        assert!(mail.park());
+        assert!(parking.park(|| mail.is_pending()));
     }
 }
