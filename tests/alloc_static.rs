@@ -7,13 +7,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use common::{config, start_with, Client};
+use common::{config, start_with};
 use uppercut_mio_server::{Dispatch, Routes, StaticLimits, StaticSite};
 
 #[global_allocator]
@@ -38,29 +36,7 @@ fn allocations_during_requests(dispatch: Dispatch, dir: &Path) -> (usize, usize)
     let routes = Routes::standard().with_static_site(site.clone());
     let server = start_with(&config(dispatch), routes);
     site.reload().expect("the reload works");
-    let mut client = Client::connect(server.local_addr());
-    client.send(PIPELINED);
-    let mut answer_len = 0;
-    for status in STATUSES {
-        let response = client.response(false);
-        let status_line = format!("HTTP/1.1 {status} ");
-        assert!(response.starts_with(status_line.as_bytes()), "not {status}");
-        answer_len += response.len();
-    }
-    let mut stream: TcpStream = client.stream;
-    let mut answer = vec![0u8; answer_len];
-    let mut round_trip = |stream: &mut TcpStream| {
-        stream.write_all(PIPELINED).unwrap();
-        stream.read_exact(&mut answer).unwrap();
-    };
-    for _ in 0..1_000 {
-        round_trip(&mut stream);
-    }
-    common::alloc::during(|| {
-        for _ in 0..REQUESTS {
-            round_trip(&mut stream);
-        }
-    })
+    common::alloc::during_round_trips(server.local_addr(), PIPELINED, &STATUSES, REQUESTS)
 }
 
 #[test]

@@ -4,8 +4,12 @@
 //! while it counts.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+use super::Client;
 
 /// The system allocator, counting allocations and reallocations.
 pub struct Counting;
@@ -42,4 +46,39 @@ pub fn during(work: impl FnOnce()) -> (usize, usize) {
     let counted = ALLOCATIONS.load(Ordering::Relaxed) - before;
     let allowed = 50 + 50 * start.elapsed().as_secs() as usize;
     (counted, allowed)
+}
+
+/// Allocations made anywhere in the process while one keep-alive connection
+/// to `addr` does `requests` round trips of `pipelined`, after checking that
+/// its responses start with `statuses` and a warm-up (thread-local scratch
+/// buffers, the slab, lazily built statics), and the allowance of [`during`].
+pub fn during_round_trips(
+    addr: SocketAddr,
+    pipelined: &[u8],
+    statuses: &[&str],
+    requests: usize,
+) -> (usize, usize) {
+    let mut client = Client::connect(addr);
+    client.send(pipelined);
+    let mut answer_len = 0;
+    for status in statuses {
+        let response = client.response(false);
+        let status_line = format!("HTTP/1.1 {status} ");
+        assert!(response.starts_with(status_line.as_bytes()), "not {status}");
+        answer_len += response.len();
+    }
+    let mut stream: TcpStream = client.stream;
+    let mut answer = vec![0u8; answer_len];
+    let mut round_trip = |stream: &mut TcpStream| {
+        stream.write_all(pipelined).unwrap();
+        stream.read_exact(&mut answer).unwrap();
+    };
+    for _ in 0..1_000 {
+        round_trip(&mut stream);
+    }
+    during(|| {
+        for _ in 0..requests {
+            round_trip(&mut stream);
+        }
+    })
 }
