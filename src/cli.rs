@@ -4,9 +4,10 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::access_log::AccessLogTarget;
 use crate::config::{Config, Dispatch, UpstreamConfig};
+use crate::observe::access_log::AccessLogTarget;
 
+/// What `--help` prints.
 pub const USAGE: &str = "\
 usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch local|system]
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
@@ -107,8 +108,11 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
+    /// Run a server with this configuration.
     Run(Box<Config>),
+    /// Print the usage text.
     Help,
+    /// Print the version line.
     Version,
 }
 

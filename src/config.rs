@@ -6,17 +6,21 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
 
-use crate::access_log::AccessLogTarget;
-use crate::static_files::StaticLimits;
+use crate::observe::access_log::AccessLogTarget;
+use crate::routes::static_files::StaticLimits;
 
 /// How a poller's readiness events reach connection actors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
+    /// Each poller calls its connection actors directly: no scheduler hop.
     Local,
+    /// Every envelope to a connection actor goes through uppercut's
+    /// scheduler.
     System,
 }
 
 impl Dispatch {
+    /// The name the command line uses.
     pub fn name(self) -> &'static str {
         match self {
             Dispatch::Local => "local",
@@ -54,12 +58,18 @@ impl Default for Timeouts {
 /// Where `GET /io` gets its JSON, and how the pool to it is sized.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamConfig {
+    /// Where the upstream listens.
     pub addr: SocketAddr,
     /// The `Host` header for upstream requests (as the URL spelled it).
     pub host: String,
+    /// The path requested from the upstream.
     pub path: String,
+    /// Connections each poller keeps to the upstream, at most.
     pub conns: usize,
+    /// How long a request may wait for the upstream's answer; then 504.
     pub timeout: Duration,
+    /// Requests each poller queues while every connection is busy; past
+    /// that, 503.
     pub queue: usize,
 }
 
@@ -99,16 +109,26 @@ impl UpstreamConfig {
     }
 }
 
+/// Everything [`Server::start`](crate::Server::start) needs besides the
+/// routes; `Default` gives the binary's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// The address to listen on.
     pub bind: SocketAddr,
+    /// Event loops, each with a listener of its own (at least 1).
     pub pollers: usize,
+    /// How readiness reaches connection actors.
     pub dispatch: Dispatch,
+    /// How long each stage of a connection may take.
     pub timeouts: Timeouts,
+    /// Connections open at once; more are closed as soon as accepted.
     pub max_connections: usize,
+    /// How long [`Server::run_until_signal`](crate::Server::run_until_signal)
+    /// lets requests in flight finish after SIGINT or SIGTERM.
     pub shutdown_timeout: Duration,
     /// The directory whose files are served too, if any.
     pub static_dir: Option<PathBuf>,
+    /// How large the static directory's files may be.
     pub static_limits: StaticLimits,
     /// Where `GET /io` gets its JSON; without it, `/io` is 404.
     pub upstream: Option<UpstreamConfig>,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{assert_response, config, start_with, Client};
 use uppercut_mio_server::config::Timeouts;
-use uppercut_mio_server::server::raise_open_files_limit;
+use uppercut_mio_server::raise_open_files_limit;
 use uppercut_mio_server::{Config, Dispatch, Routes, Server};
 
 const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\

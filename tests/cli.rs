@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use uppercut_mio_server::access_log::AccessLogTarget;
 use uppercut_mio_server::cli::{parse_args, parse_duration, start_line, version_line, Command};
 use uppercut_mio_server::config::{Timeouts, UpstreamConfig};
+use uppercut_mio_server::AccessLogTarget;
 use uppercut_mio_server::{Config, Dispatch, StaticLimits};
 
 fn parse(args: &[&str]) -> Result<Command, String> {

@@ -8,7 +8,7 @@ use std::thread;
 
 use common::{assert_response, start, Client};
 use socket2::{Domain, Socket, Type};
-use uppercut_mio_server::server::raise_open_files_limit;
+use uppercut_mio_server::raise_open_files_limit;
 use uppercut_mio_server::Dispatch;
 
 const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{assert_response, read_until_closed, Client};
 use socket2::{Domain, Socket, Type};
-use uppercut_mio_server::server::raise_open_files_limit;
+use uppercut_mio_server::raise_open_files_limit;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_uppercut-mio-server");
 const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\

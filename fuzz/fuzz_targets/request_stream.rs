@@ -31,14 +31,13 @@ use std::sync::LazyLock;
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use uppercut_mio_server::date::{format_imf_fixdate, DATE_LEN};
-use uppercut_mio_server::exchange::{RequestStream, OUTPUT_HIGH_WATER};
-use uppercut_mio_server::request::{BodyFraming, Method, RequestHead};
-use uppercut_mio_server::response::{ErrorStatus, Persistence, CONTINUE};
-use uppercut_mio_server::routes::RouteAnswer;
-use uppercut_mio_server::target::TargetForm;
+use uppercut_mio_server::sans_io::{
+    canned_responses, format_imf_fixdate, RequestStream, DATE_LEN, OUTPUT_HIGH_WATER,
+};
 use uppercut_mio_server::Routes;
 
+/// The interim response to `Expect: 100-continue`.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 const STATUS_LINE: &[u8] = b"HTTP/1.1 ";
 /// The statuses this server may send.
 const STATUSES: [u16; 15] = [
@@ -63,69 +62,29 @@ struct Fixture {
 static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
     let routes = Routes::standard();
     let date = format_imf_fixdate(1_700_000_000);
-    let paths = ["/", "/plaintext", "/json", "/v1/user"];
-    // Each route's 200, and its 304 to `If-None-Match: *`.
-    let mut answers: Vec<RouteAnswer> = [None, Some(&b"*"[..])]
-        .iter()
-        .flat_map(|&if_none_match| paths.iter().map(move |path| (path, if_none_match)))
-        .map(|(path, if_none_match)| {
-            routes.answer(&RequestHead {
-                method: Method::Get,
-                form: TargetForm::Origin,
-                path: path.as_bytes(),
-                query: None,
-                host: None,
-                http10: false,
-                keep_alive: true,
-                body: BodyFraming::Empty,
-                expect_continue: false,
-                if_none_match,
-            })
-        })
-        .collect();
-    answers.extend(ErrorStatus::ALL.iter().map(|&status| Err(status)));
-
     let mut by_head = HashMap::new();
     let mut largest = 0;
-    for answer in answers {
-        let routed = answer.is_ok() || answer.is_err_and(ErrorStatus::keeps_connection);
-        let persistences: &[Persistence] = if routed {
-            &[
-                Persistence::KeepAlive,
-                Persistence::KeepAliveHttp10,
-                Persistence::Close,
-            ]
+    for full in canned_responses(&routes, &date) {
+        let head_len = find_head_end(&full).expect("a whole head");
+        let (head, body) = full.split_at(head_len);
+        // What the output check relies on.
+        let (status, content_length) = parse_head(head);
+        assert!(STATUSES.contains(&status));
+        if status == 304 {
+            assert_eq!((content_length, body.len()), (None, 0), "a bodiless 304");
         } else {
-            // Framing errors always close.
-            &[Persistence::Close]
+            assert_eq!(content_length, Some(body.len()), "canned Content-Length");
+            let start = body.len().min(STATUS_LINE.len());
+            assert!(!body.is_empty() && body[..start] != STATUS_LINE[..start]);
+        }
+        largest = largest.max(full.len());
+        let canned = Canned {
+            body: body.to_vec(),
+            closes: head.windows(19).any(|w| w == b"Connection: close\r\n"),
         };
-        for &persistence in persistences {
-            let response = routes.response(answer);
-            let (mut head, mut full) = (BytesMut::new(), BytesMut::new());
-            response.write(&mut head, &date, persistence, true);
-            response.write(&mut full, &date, persistence, false);
-            assert!(full.starts_with(&head));
-            let body = full[head.len()..].to_vec();
-            // What the output check relies on.
-            let (status, content_length) = parse_head(&head);
-            assert!(STATUSES.contains(&status));
-            if status == 304 {
-                assert_eq!((content_length, body.len()), (None, 0), "a bodiless 304");
-            } else {
-                assert_eq!(content_length, Some(body.len()), "canned Content-Length");
-                let start = body.len().min(STATUS_LINE.len());
-                assert!(!body.is_empty() && body[..start] != STATUS_LINE[..start]);
-            }
-            largest = largest.max(full.len());
-            let canned = Canned {
-                body,
-                closes: persistence == Persistence::Close,
-            };
-            // Only identical responses may share a head (every route's 304).
-            if let Some(seen) = by_head.insert(head.to_vec(), canned) {
-                let now = &by_head[&head[..]];
-                assert!(seen.body == now.body);
-            }
+        // Only identical responses may share a head (every route's 304).
+        if let Some(seen) = by_head.insert(head.to_vec(), canned) {
+            assert!(seen.body == by_head[head].body);
         }
     }
     Fixture {

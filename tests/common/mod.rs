@@ -10,7 +10,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use uppercut_mio_server::date::format_imf_fixdate;
+use uppercut_mio_server::sans_io::format_imf_fixdate;
 use uppercut_mio_server::{Config, Dispatch, Routes, Server};
 
 /// A safety net so that a server bug fails a test instead of hanging it.

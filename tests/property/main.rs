@@ -11,8 +11,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::BytesMut;
-use uppercut_mio_server::date::{format_imf_fixdate, DATE_LEN};
-use uppercut_mio_server::exchange::{RequestStream, OUTPUT_HIGH_WATER};
+use uppercut_mio_server::sans_io::{format_imf_fixdate, DATE_LEN};
+use uppercut_mio_server::sans_io::{RequestStream, OUTPUT_HIGH_WATER};
 use uppercut_mio_server::Routes;
 
 /// Random streams per run.

@@ -1,0 +1,217 @@
+//! The request header fields this server acts on, and the HTTP/1.1 rules
+//! that hold between them: one valid `Host` (required on HTTP/1.1), the
+//! message framing (`Content-Length`, `Transfer-Encoding`), persistence
+//! (`Connection`), `Expect` and `If-None-Match`. Nothing here allocates.
+
+use crate::http::request::{BodyFraming, MAX_BODY_LEN};
+use crate::http::response::ErrorStatus;
+use crate::http::target::is_valid_host;
+
+/// What the header fields say, once checked.
+pub(crate) struct HeaderFields<'b> {
+    pub host: Option<&'b [u8]>,
+    pub keep_alive: bool,
+    pub body: BodyFraming,
+    pub expect_continue: bool,
+    pub if_none_match: Option<&'b [u8]>,
+}
+
+/// Applies the HTTP/1.1 rules to the header fields of a request head.
+pub(crate) fn read_headers<'b>(
+    headers: &[httparse::Header<'b>],
+    http10: bool,
+) -> Result<HeaderFields<'b>, ErrorStatus> {
+    let mut hosts = 0;
+    let mut host = None;
+    let mut content_length: Option<u64> = None;
+    let mut transfer_encoding = TransferCoding::Absent;
+    let mut connection_close = false;
+    let mut connection_keep_alive = false;
+    let mut expect_continue = false;
+    let mut if_none_match = None;
+
+    for header in headers {
+        let name = header.name;
+        let value = header.value.trim_ascii();
+        if name.eq_ignore_ascii_case("host") {
+            if !is_valid_host(value) {
+                return Err(ErrorStatus::BadRequest);
+            }
+            hosts += 1;
+            host = Some(value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            let length = parse_content_length(value).ok_or(ErrorStatus::BadRequest)?;
+            if content_length.is_some_and(|seen| seen != length) {
+                return Err(ErrorStatus::BadRequest);
+            }
+            content_length = Some(length);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = transfer_encoding.present();
+            for coding in list_items(value) {
+                transfer_encoding = transfer_encoding.then(coding);
+            }
+        } else if name.eq_ignore_ascii_case("connection") {
+            for option in list_items(value) {
+                connection_close |= option.eq_ignore_ascii_case(b"close");
+                connection_keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("expect") {
+            expect_continue = value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case("if-none-match") {
+            if_none_match = if_none_match.or(Some(value));
+        }
+    }
+
+    if hosts > 1 || (hosts == 0 && !http10) {
+        return Err(ErrorStatus::BadRequest);
+    }
+    // HTTP/1.0 has no transfer codings: its framing is faulty (RFC 9112 6.1).
+    if http10 && !matches!(transfer_encoding, TransferCoding::Absent) {
+        return Err(ErrorStatus::BadRequest);
+    }
+    let body = match (transfer_encoding, content_length) {
+        (TransferCoding::Absent, None | Some(0)) => BodyFraming::Empty,
+        (TransferCoding::Absent, Some(length)) if length > MAX_BODY_LEN => {
+            return Err(ErrorStatus::PayloadTooLarge)
+        }
+        (TransferCoding::Absent, Some(length)) => BodyFraming::Length(length),
+        // Both framings at once is how request smuggling starts.
+        (_, Some(_)) => return Err(ErrorStatus::BadRequest),
+        (TransferCoding::Chunked, None) => BodyFraming::Chunked,
+        (TransferCoding::Empty | TransferCoding::ChunkedNotLast, None) => {
+            return Err(ErrorStatus::BadRequest)
+        }
+        (TransferCoding::Unknown, None) => return Err(ErrorStatus::NotImplemented),
+    };
+    let keep_alive = !connection_close && (!http10 || connection_keep_alive);
+    Ok(HeaderFields {
+        host,
+        keep_alive,
+        body,
+        // An HTTP/1.0 client cannot expect 100 Continue (RFC 9110 10.1.1).
+        expect_continue: expect_continue && !http10 && body != BodyFraming::Empty,
+        if_none_match,
+    })
+}
+
+/// What the Transfer-Encoding headers, read in order, amount to.
+#[derive(Clone, Copy)]
+enum TransferCoding {
+    Absent,
+    /// A Transfer-Encoding header listing no coding: chunked is not the
+    /// final coding, so the body cannot be delimited (RFC 9112 §6.3).
+    Empty,
+    /// `chunked` is the final coding: the only framing we decode.
+    Chunked,
+    /// A coding after `chunked`: the body cannot be delimited.
+    ChunkedNotLast,
+    /// A coding we do not implement (gzip, identity, ...).
+    Unknown,
+}
+
+impl TransferCoding {
+    /// A Transfer-Encoding header was seen, before its codings are read.
+    fn present(self) -> TransferCoding {
+        match self {
+            TransferCoding::Absent => TransferCoding::Empty,
+            seen => seen,
+        }
+    }
+
+    fn then(self, coding: &[u8]) -> TransferCoding {
+        match self {
+            TransferCoding::Unknown => TransferCoding::Unknown,
+            _ if !coding.eq_ignore_ascii_case(b"chunked") => match self {
+                TransferCoding::Chunked | TransferCoding::ChunkedNotLast => {
+                    TransferCoding::ChunkedNotLast
+                }
+                _ => TransferCoding::Unknown,
+            },
+            TransferCoding::Absent | TransferCoding::Empty => TransferCoding::Chunked,
+            // `chunked` twice is never valid.
+            _ => TransferCoding::ChunkedNotLast,
+        }
+    }
+}
+
+/// A Content-Length value: digits only, no sign, no list, no overflow.
+fn parse_content_length(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(
+        value
+            .iter()
+            .fold(0u64, |length, digit| length * 10 + u64::from(digit - b'0')),
+    )
+}
+
+/// The non-empty, trimmed items of a comma-separated header value.
+pub(crate) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|item| !item.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::http::request::testing::{head, rejected};
+    use crate::http::request::BodyFraming;
+    use crate::http::response::ErrorStatus;
+
+    #[test]
+    fn reads_body_framing() {
+        let sized =
+            head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!(sized.body, BodyFraming::Length(5));
+        let chunked = head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(chunked.body, BodyFraming::Chunked);
+        let expect =
+            head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n");
+        assert!(expect.expect_continue);
+        let http10 = head("POST / HTTP/1.0\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n");
+        assert!(!http10.expect_continue);
+    }
+
+    #[test]
+    fn keeps_the_first_if_none_match() {
+        let conditional =
+            head("GET / HTTP/1.1\r\nHost: a\r\nIf-None-Match:  \"1\", \"2\" \r\nif-none-match: *\r\n\r\n");
+        assert_eq!(conditional.if_none_match, Some(&b"\"1\", \"2\""[..]));
+        assert_eq!(
+            head("GET / HTTP/1.1\r\nHost: a\r\n\r\n").if_none_match,
+            None
+        );
+    }
+
+    #[test]
+    fn rejects_what_cannot_be_framed() {
+        use ErrorStatus::*;
+        let cases: [(&str, ErrorStatus); 19] = [
+            ("GET / HTTP/1.1\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: 127.0.0.1:9000/path\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: a, b\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.0\r\nHost: Q a\r\n\r\n", BadRequest),
+            ("GET http://a/ HTTP/1.1\r\n\r\n", BadRequest),
+            ("GET * HTTP/1.1\r\nHost: a\r\n\r\n", BadRequest),
+            ("GET :plaintext HTTP/1.1\r\nHost: a\r\n\r\n", BadRequest),
+            ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \r\nContent-Length: 5\r\n\r\n", BadRequest),
+            ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ,\r\n\r\n", BadRequest),
+            ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: gzip\r\n\r\n", BadRequest),
+            ("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", BadRequest),
+            ("GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", NotImplemented),
+            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048577\r\n\r\n", PayloadTooLarge),
+        ];
+        for (raw, status) in cases {
+            assert_eq!(rejected(raw.as_bytes()), status, "{raw:?}");
+        }
+        assert_eq!(rejected(b"\x01 / HTTP/1.1\r\n\r\n"), BadRequest);
+    }
+}

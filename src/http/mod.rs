@@ -1,0 +1,13 @@
+//! HTTP/1.1 as bytes: request heads and their fields, chunked bodies,
+//! responses and statuses, dates, and the responses an upstream sends. No
+//! sockets and no routes here.
+
+pub(crate) mod chunked;
+pub(crate) mod date;
+pub(crate) mod headers;
+pub(crate) mod http_date;
+pub(crate) mod request;
+pub(crate) mod response;
+pub(crate) mod response_parser;
+pub(crate) mod target;
+pub(crate) mod version;

@@ -1,0 +1,352 @@
+//! Canned responses: every byte of a response but its `Date` value, built once
+//! at start into `Bytes`, and copied into a connection's output with the date
+//! and the `Connection` header the exchange needs. Nothing is formatted per request.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::http::date::DATE_LEN;
+
+pub(crate) const SERVER_NAME: &str = "uppercut-mio-server";
+
+/// The interim response a client sending `Expect: 100-continue` waits for.
+pub(crate) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// The `Connection` header a response carries, which depends on the exchange
+/// rather than on the route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// HTTP/1.1 keep-alive: the default, no header needed.
+    KeepAlive,
+    /// HTTP/1.0 keep-alive must be confirmed by the server.
+    KeepAliveHttp10,
+    /// The connection closes once this response is written.
+    Close,
+}
+
+impl Persistence {
+    /// The bytes from the end of the `Date` value to the end of the head.
+    fn head_end(self) -> &'static [u8] {
+        match self {
+            Persistence::KeepAlive => b"\r\n\r\n",
+            Persistence::KeepAliveHttp10 => b"\r\nConnection: keep-alive\r\n\r\n",
+            Persistence::Close => b"\r\nConnection: close\r\n\r\n",
+        }
+    }
+}
+
+/// A complete response, but for its `Date` value and `Connection` header.
+#[derive(Debug, Clone)]
+pub struct CannedResponse {
+    /// Status line and headers, ending with `Date: ` so the date goes last.
+    head: Bytes,
+    body: Bytes,
+}
+
+impl CannedResponse {
+    /// Builds a response; `Server`, `Content-Length` and `Date` are added here.
+    pub fn new(status: u16, reason: &str, headers: &[(&str, &str)], body: Bytes) -> Self {
+        let length = body.len().to_string();
+        let mut headers = headers.to_vec();
+        headers.push(("Content-Length", &length));
+        CannedResponse::with_exact_headers(status, reason, &headers, body)
+    }
+
+    /// A 304 Not Modified with these headers besides `Server` and `Date`.
+    /// It has no body, and no `Content-Length` either: RFC 9110 §15.4.5 asks
+    /// a 304 to leave out representation metadata that does not help a cache
+    /// update its copy, and a length on a bodiless response is one more thing
+    /// for a client or intermediary to misread as framing.
+    pub fn not_modified(headers: &[(&str, &str)]) -> Self {
+        CannedResponse::with_exact_headers(304, "Not Modified", headers, Bytes::new())
+    }
+
+    /// The response with `Server`, then `headers`, then `Date`, and nothing else.
+    fn with_exact_headers(
+        status: u16,
+        reason: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Self {
+        let mut head = BytesMut::with_capacity(256);
+        head.put_slice(format!("HTTP/1.1 {status} {reason}\r\n").as_bytes());
+        head.put_slice(format!("Server: {SERVER_NAME}\r\n").as_bytes());
+        for (name, value) in headers {
+            head.put_slice(format!("{name}: {value}\r\n").as_bytes());
+        }
+        head.put_slice(b"Date: ");
+        CannedResponse {
+            head: head.freeze(),
+            body,
+        }
+    }
+
+    /// A 200 response with this content type and body.
+    pub fn ok(content_type: &str, body: impl Into<Bytes>) -> Self {
+        CannedResponse::new(200, "OK", &[("Content-Type", content_type)], body.into())
+    }
+
+    /// The status code, read back from the status line built in `new`.
+    pub fn status(&self) -> u16 {
+        status_of(&self.head)
+    }
+
+    /// The length of the body a GET gets.
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Appends the response to `out`; `head_only` answers a HEAD request.
+    pub fn write(
+        &self,
+        out: &mut BytesMut,
+        date: &[u8; DATE_LEN],
+        persistence: Persistence,
+        head_only: bool,
+    ) {
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(date);
+        out.extend_from_slice(persistence.head_end());
+        if !head_only {
+            out.extend_from_slice(&self.body);
+        }
+    }
+}
+
+/// A 200 response whose body is known only at run time (the upstream's JSON):
+/// everything up to the Content-Length value is built once.
+#[derive(Debug, Clone)]
+pub(crate) struct DynamicResponse {
+    /// Status line and headers, ending with `Content-Length: `.
+    head: Bytes,
+}
+
+impl DynamicResponse {
+    /// A response with this status whose body is known only at run time.
+    pub(crate) fn new(status: u16, reason: &str, content_type: &str) -> DynamicResponse {
+        let head = format!(
+            "HTTP/1.1 {status} {reason}\r\nServer: {SERVER_NAME}\r\nContent-Type: {content_type}\r\nContent-Length: "
+        );
+        DynamicResponse {
+            head: Bytes::from(head),
+        }
+    }
+
+    pub(crate) fn ok(content_type: &str) -> DynamicResponse {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nServer: {SERVER_NAME}\r\nContent-Type: {content_type}\r\nContent-Length: "
+        );
+        DynamicResponse {
+            head: Bytes::from(head),
+        }
+    }
+
+    pub(crate) fn write(
+        &self,
+        out: &mut BytesMut,
+        body: &[u8],
+        date: &[u8; DATE_LEN],
+        persistence: Persistence,
+        head_only: bool,
+    ) {
+        out.extend_from_slice(&self.head);
+        write_decimal(out, body.len());
+        out.extend_from_slice(b"\r\nDate: ");
+        out.extend_from_slice(date);
+        out.extend_from_slice(persistence.head_end());
+        if !head_only {
+            out.extend_from_slice(body);
+        }
+    }
+}
+
+/// The status and body length of one response just written whole.
+pub(crate) fn status_and_body_len(response: &[u8]) -> (u16, usize) {
+    let head_len = response
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .map_or(response.len(), |end| end + 4);
+    (status_of(response), response.len() - head_len)
+}
+
+/// The status code of a head that starts `HTTP/1.1 NNN`.
+fn status_of(head: &[u8]) -> u16 {
+    head.get(9..12)
+        .and_then(|digits| std::str::from_utf8(digits).ok())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Appends `value` in decimal, for responses built per request elsewhere.
+pub(crate) fn put_decimal(out: &mut BytesMut, value: usize) {
+    write_decimal(out, value);
+}
+
+/// Ends a head built per request elsewhere: the `Date` header, with the
+/// `Connection` header `persistence` needs, and the blank line.
+pub(crate) fn end_head(out: &mut BytesMut, date: &[u8; DATE_LEN], persistence: Persistence) {
+    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(persistence.head_end());
+}
+
+/// Appends `value` in decimal, formatted on the stack.
+fn write_decimal(out: &mut BytesMut, mut value: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[start..]);
+}
+
+/// The error statuses this server answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorStatus {
+    BadRequest,
+    NotFound,
+    MethodNotAllowed,
+    RequestTimeout,
+    PayloadTooLarge,
+    UriTooLong,
+    HeaderFieldsTooLarge,
+    NotImplemented,
+    BadGateway,
+    ServiceUnavailable,
+    GatewayTimeout,
+    HttpVersionNotSupported,
+}
+
+impl ErrorStatus {
+    pub const ALL: [ErrorStatus; 12] = [
+        ErrorStatus::BadRequest,
+        ErrorStatus::NotFound,
+        ErrorStatus::MethodNotAllowed,
+        ErrorStatus::RequestTimeout,
+        ErrorStatus::PayloadTooLarge,
+        ErrorStatus::UriTooLong,
+        ErrorStatus::HeaderFieldsTooLarge,
+        ErrorStatus::NotImplemented,
+        ErrorStatus::BadGateway,
+        ErrorStatus::ServiceUnavailable,
+        ErrorStatus::GatewayTimeout,
+        ErrorStatus::HttpVersionNotSupported,
+    ];
+
+    pub fn code(self) -> u16 {
+        match self {
+            ErrorStatus::BadRequest => 400,
+            ErrorStatus::NotFound => 404,
+            ErrorStatus::MethodNotAllowed => 405,
+            ErrorStatus::RequestTimeout => 408,
+            ErrorStatus::PayloadTooLarge => 413,
+            ErrorStatus::UriTooLong => 414,
+            ErrorStatus::HeaderFieldsTooLarge => 431,
+            ErrorStatus::NotImplemented => 501,
+            ErrorStatus::BadGateway => 502,
+            ErrorStatus::ServiceUnavailable => 503,
+            ErrorStatus::GatewayTimeout => 504,
+            ErrorStatus::HttpVersionNotSupported => 505,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            ErrorStatus::BadRequest => "Bad Request",
+            ErrorStatus::NotFound => "Not Found",
+            ErrorStatus::MethodNotAllowed => "Method Not Allowed",
+            ErrorStatus::RequestTimeout => "Request Timeout",
+            ErrorStatus::PayloadTooLarge => "Payload Too Large",
+            ErrorStatus::UriTooLong => "URI Too Long",
+            ErrorStatus::HeaderFieldsTooLarge => "Request Header Fields Too Large",
+            ErrorStatus::NotImplemented => "Not Implemented",
+            ErrorStatus::BadGateway => "Bad Gateway",
+            ErrorStatus::ServiceUnavailable => "Service Unavailable",
+            ErrorStatus::GatewayTimeout => "Gateway Timeout",
+            ErrorStatus::HttpVersionNotSupported => "HTTP Version Not Supported",
+        }
+    }
+
+    /// Whether the request stream can go on after this error. Routing and
+    /// upstream errors leave the framing intact; after the others we cannot
+    /// tell where the next request starts.
+    pub fn keeps_connection(self) -> bool {
+        matches!(
+            self,
+            ErrorStatus::NotFound
+                | ErrorStatus::MethodNotAllowed
+                | ErrorStatus::BadGateway
+                | ErrorStatus::ServiceUnavailable
+                | ErrorStatus::GatewayTimeout
+        )
+    }
+
+    pub fn canned(self) -> CannedResponse {
+        let body = format!("{} {}\n", self.code(), self.reason());
+        let mut headers = vec![("Content-Type", "text/plain; charset=utf-8")];
+        if self == ErrorStatus::MethodNotAllowed {
+            headers.push(("Allow", "GET, HEAD"));
+        }
+        CannedResponse::new(self.code(), self.reason(), &headers, Bytes::from(body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_head_date_and_persistence() {
+        let response = CannedResponse::ok("text/plain", "hi");
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        let mut out = BytesMut::new();
+        response.write(&mut out, date, Persistence::Close, false);
+        response.write(&mut out, date, Persistence::KeepAliveHttp10, true);
+        let expected = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: text/plain\r\n\
+            Content-Length: 2\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\nhi\
+            HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: text/plain\r\n\
+            Content-Length: 2\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: keep-alive\r\n\r\n";
+        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
+    }
+
+    #[test]
+    fn not_modified_has_neither_body_nor_length() {
+        let response = CannedResponse::not_modified(&[("ETag", "\"1\"")]);
+        let mut out = BytesMut::new();
+        response.write(
+            &mut out,
+            b"Sun, 06 Nov 1994 08:49:37 GMT",
+            Persistence::KeepAlive,
+            false,
+        );
+        let expected =
+            "HTTP/1.1 304 Not Modified\r\nServer: uppercut-mio-server\r\nETag: \"1\"\r\n\
+            Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n";
+        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
+    }
+
+    #[test]
+    fn writes_a_dynamic_body_with_its_length() {
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        let mut out = BytesMut::new();
+        let json = DynamicResponse::ok("application/json");
+        json.write(
+            &mut out,
+            b"[0,1,2,3,4,5,6,7,8,9]",
+            date,
+            Persistence::KeepAlive,
+            false,
+        );
+        json.write(&mut out, b"", date, Persistence::Close, false);
+        let expected =
+            "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: application/json\r\n\
+            Content-Length: 21\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n[0,1,2,3,4,5,6,7,8,9]\
+            HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: application/json\r\n\
+            Content-Length: 0\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\n";
+        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
+    }
+}

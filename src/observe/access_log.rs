@@ -1,0 +1,285 @@
+//! `--access-log`: a line per request in the combined log format,
+//!
+//! ```text
+//! 127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET /a HTTP/1.1" 200 2326 "referer" "user-agent"
+//! ```
+//!
+//! written without a lock or an allocation on the request path (the line
+//! itself is formatted in `access_line`). Each thread
+//! that serves requests appends whole lines to a ring of its own (one writer,
+//! so a plain atomic index publishes them); one flusher thread drains every
+//! ring into the file at least once a second, as soon as a ring holds
+//! `FLUSH_SIZE`, and a last time when the server stops.
+
+use std::cell::{RefCell, UnsafeCell};
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::Duration;
+
+use log::warn;
+
+use crate::observe::access_line::AccessRecorder;
+
+/// Bytes in a thread's ring: room for the lines written while the flusher,
+/// woken at `FLUSH_SIZE`, catches up.
+const RING_SIZE: usize = 512 * 1024;
+/// A ring holding this much wakes the flusher.
+const FLUSH_SIZE: usize = 64 * 1024;
+/// The longest a line waits in a ring.
+const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where the access log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogTarget {
+    /// The process's standard output.
+    Stdout,
+    /// Appended to, created if missing.
+    File(PathBuf),
+}
+
+/// An open access log and its flusher thread.
+pub(crate) struct AccessLog {
+    shared: Arc<LogShared>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+pub(crate) struct LogShared {
+    /// Tells a thread's ring which log it belongs to.
+    id: u64,
+    rings: Mutex<Vec<Arc<Ring>>>,
+    flusher: Thread,
+    /// The flusher has been woken and has not drained yet.
+    woken: AtomicBool,
+    stop: AtomicBool,
+}
+
+static NEXT_LOG_ID: AtomicU64 = AtomicU64::new(1);
+
+impl AccessLog {
+    pub(crate) fn open(target: &AccessLogTarget) -> io::Result<Arc<AccessLog>> {
+        let mut output: Box<dyn Write + Send> = match target {
+            AccessLogTarget::Stdout => Box::new(io::stdout()),
+            AccessLogTarget::File(path) => {
+                let file = OpenOptions::new().create(true).append(true).open(path);
+                let file = file.map_err(|e| {
+                    io::Error::new(e.kind(), format!("access log {}: {e}", path.display()))
+                })?;
+                Box::new(file)
+            }
+        };
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Arc<LogShared>>();
+        let handle = thread::Builder::new()
+            .name("access-log".into())
+            .spawn(move || {
+                if let Ok(shared) = ready_rx.recv() {
+                    flush_loop(&shared, &mut *output);
+                }
+            })?;
+        let shared = Arc::new(LogShared {
+            id: NEXT_LOG_ID.fetch_add(1, Ordering::Relaxed),
+            rings: Mutex::new(Vec::new()),
+            flusher: handle.thread().clone(),
+            woken: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        // The thread cannot fail to receive: it waits for exactly this.
+        let _ = ready_tx.send(Arc::clone(&shared));
+        Ok(Arc::new(AccessLog {
+            shared,
+            flusher: Mutex::new(Some(handle)),
+        }))
+    }
+
+    /// A connection's recorder; `peer` is the client's address.
+    pub(crate) fn recorder(&self, peer: Option<IpAddr>) -> AccessRecorder {
+        AccessRecorder::new(Arc::clone(&self.shared), peer)
+    }
+
+    /// Writes out every line recorded so far and stops the flusher. Call it
+    /// once nothing records any more; later calls do nothing.
+    pub(crate) fn close(&self) {
+        let handle = self
+            .flusher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            self.shared.stop.store(true, Ordering::Release);
+            self.shared.flusher.unpark();
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn flush_loop(shared: &LogShared, output: &mut dyn Write) {
+    let mut batch = Vec::with_capacity(FLUSH_SIZE);
+    loop {
+        thread::park_timeout(FLUSH_INTERVAL);
+        shared.woken.store(false, Ordering::Relaxed);
+        // Read before draining: every line recorded before `close` is then
+        // in a ring when it is drained for the last time.
+        let stop = shared.stop.load(Ordering::Acquire);
+        let mut dropped = 0;
+        for ring in shared
+            .rings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            ring.drain_into(&mut batch);
+            dropped += ring.dropped.swap(0, Ordering::Relaxed);
+        }
+        if !batch.is_empty() {
+            if let Err(e) = output.write_all(&batch).and_then(|()| output.flush()) {
+                warn!("access log: {e}");
+            }
+            batch.clear();
+        }
+        if dropped > 0 {
+            warn!("access log: {dropped} lines dropped: the log could not keep up");
+        }
+        if stop {
+            return;
+        }
+    }
+}
+
+/// A byte ring with one writer (the thread that owns it) and one reader (the
+/// flusher). Indexes only grow; a position is taken modulo the size.
+struct Ring {
+    bytes: Box<[UnsafeCell<u8>]>,
+    /// Bytes published by the writer.
+    written: AtomicUsize,
+    /// Bytes the reader is done with.
+    read: AtomicUsize,
+    dropped: AtomicU64,
+}
+
+// SAFETY: the writer only writes bytes in [written, read + size), and the
+// reader only reads bytes in [read, written); each publishes its index with
+// Release after its copies, and reads the other's with Acquire first, so no
+// byte is written and read at once.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    fn new() -> Ring {
+        Ring {
+            bytes: (0..RING_SIZE).map(|_| UnsafeCell::new(0)).collect(),
+            written: AtomicUsize::new(0),
+            read: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    fn base(&self) -> *mut u8 {
+        UnsafeCell::raw_get(self.bytes.as_ptr())
+    }
+
+    /// Appends `parts` as one line; returns the bytes now waiting, or None
+    /// when the ring is full and the line was dropped. Only the owning
+    /// thread calls this.
+    fn push(&self, parts: &[&[u8]]) -> Option<usize> {
+        let len: usize = parts.iter().map(|part| part.len()).sum();
+        let written = self.written.load(Ordering::Relaxed);
+        let read = self.read.load(Ordering::Acquire);
+        if written - read + len > RING_SIZE {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let mut at = written;
+        for part in parts {
+            let start = at % RING_SIZE;
+            let first = part.len().min(RING_SIZE - start);
+            // SAFETY: [at, at + len) lies in the free part of the ring (checked
+            // above), which the reader does not touch until `written` moves.
+            unsafe {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), self.base().add(start), first);
+                std::ptr::copy_nonoverlapping(
+                    part[first..].as_ptr(),
+                    self.base(),
+                    part.len() - first,
+                );
+            }
+            at += part.len();
+        }
+        self.written.store(at, Ordering::Release);
+        Some(at - read)
+    }
+
+    /// Moves the published bytes to `out`. Only the flusher calls this.
+    fn drain_into(&self, out: &mut Vec<u8>) {
+        let read = self.read.load(Ordering::Relaxed);
+        let written = self.written.load(Ordering::Acquire);
+        let start = read % RING_SIZE;
+        let len = written - read;
+        let first = len.min(RING_SIZE - start);
+        // SAFETY: [read, written) was published by the writer, which does not
+        // touch it again until `read` moves past it.
+        unsafe {
+            let base = self.base();
+            out.extend_from_slice(std::slice::from_raw_parts(base.add(start), first));
+            out.extend_from_slice(std::slice::from_raw_parts(base, len - first));
+        }
+        self.read.store(written, Ordering::Release);
+    }
+}
+
+thread_local! {
+    /// This thread's ring, and the log it belongs to.
+    static RING: RefCell<Option<(u64, Arc<Ring>)>> = const { RefCell::new(None) };
+}
+
+/// Appends a line to this thread's ring for `log`, creating and registering
+/// the ring on the thread's first line.
+pub(crate) fn record(log: &LogShared, parts: &[&[u8]]) {
+    let waiting = RING.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.as_ref().is_none_or(|(id, _)| *id != log.id) {
+            let ring = Arc::new(Ring::new());
+            log.rings
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Arc::clone(&ring));
+            *slot = Some((log.id, ring));
+        }
+        slot.as_ref().and_then(|(_, ring)| ring.push(parts))
+    });
+    if waiting.is_some_and(|bytes| bytes >= FLUSH_SIZE) && !log.woken.swap(true, Ordering::Relaxed)
+    {
+        log.flusher.unpark();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_keeps_lines_whole_across_its_end() {
+        let ring = Ring::new();
+        let line = [b'x'; 1000];
+        let mut out = Vec::new();
+        for round in 0..2000 {
+            let part = &line[..round % 1000];
+            assert!(ring.push(&[part, b"\n"]).is_some());
+            ring.drain_into(&mut out);
+            assert_eq!(out.len(), part.len() + 1);
+            out.clear();
+        }
+        let full = vec![b'y'; RING_SIZE];
+        assert_eq!(ring.push(&[&full[..RING_SIZE - 1], b"\n"]), Some(RING_SIZE));
+        assert_eq!(ring.push(&[b"z"]), None);
+        assert_eq!(ring.dropped.load(Ordering::Relaxed), 1);
+    }
+}

@@ -1,0 +1,210 @@
+//! `--metrics`: the counters each poller keeps while it serves. Each poller
+//! has its own block, aligned to its own cache lines, so counting on the
+//! request path never touches a line another poller writes, and counting is
+//! a few atomic adds into fixed slots: nothing allocates. The block is read
+//! only when `/metrics` is scraped (`metrics_text`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::config::Dispatch;
+use crate::upstream::failure::UpstreamFailure;
+
+/// The statuses the server sends, each counted in its own slot; anything
+/// else (a status an upstream failure maps to that is not listed) goes to
+/// one more slot, reported as `code="other"`.
+pub(crate) const STATUS_CODES: [u16; 18] = [
+    100, 200, 206, 301, 304, 400, 404, 405, 408, 413, 414, 416, 431, 501, 502, 503, 504, 505,
+];
+const STATUS_SLOTS: usize = STATUS_CODES.len() + 1;
+
+/// Why a connection timed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutKind {
+    Header,
+    Idle,
+    Write,
+}
+
+impl TimeoutKind {
+    pub const ALL: [TimeoutKind; 3] = [TimeoutKind::Header, TimeoutKind::Idle, TimeoutKind::Write];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            TimeoutKind::Header => "header",
+            TimeoutKind::Idle => "idle",
+            TimeoutKind::Write => "write",
+        }
+    }
+}
+
+/// How an upstream request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamResult {
+    Ok,
+    Refused,
+    Timeout,
+    BadResponse,
+    QueueFull,
+}
+
+impl UpstreamResult {
+    pub const ALL: [UpstreamResult; 5] = [
+        UpstreamResult::Ok,
+        UpstreamResult::Refused,
+        UpstreamResult::Timeout,
+        UpstreamResult::BadResponse,
+        UpstreamResult::QueueFull,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            UpstreamResult::Ok => "ok",
+            UpstreamResult::Refused => "refused",
+            UpstreamResult::Timeout => "timeout",
+            UpstreamResult::BadResponse => "bad_response",
+            UpstreamResult::QueueFull => "queue_full",
+        }
+    }
+
+    /// Refused covers every way of not getting a connection; bad_response
+    /// every answer that arrived, or broke off, unusable.
+    pub fn of(result: &Result<impl Sized, UpstreamFailure>) -> UpstreamResult {
+        match result {
+            Ok(_) => UpstreamResult::Ok,
+            Err(UpstreamFailure::Refused | UpstreamFailure::ConnectFailed) => {
+                UpstreamResult::Refused
+            }
+            Err(UpstreamFailure::TimedOut) => UpstreamResult::Timeout,
+            Err(UpstreamFailure::QueueFull) => UpstreamResult::QueueFull,
+            Err(_) => UpstreamResult::BadResponse,
+        }
+    }
+}
+
+/// One poller's counters. In `local` dispatch only the poller's current
+/// thread runs its connections, so a counter is bumped with a plain load and
+/// store; in `system` dispatch its connection actors run on any worker at
+/// once, so with an atomic add.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct PollerMetrics {
+    exclusive: bool,
+    pub accepted: AtomicU64,
+    pub closed: AtomicU64,
+    pub refused: AtomicU64,
+    pub bytes_received: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub accept_pauses: AtomicU64,
+    /// Envelopes this poller and its connections sent through the scheduler.
+    pub envelopes: AtomicU64,
+    /// Gauges, set by the poller that owns the pool.
+    pub upstream_idle: AtomicU64,
+    pub upstream_busy: AtomicU64,
+    timeouts: [AtomicU64; 3],
+    upstream: [AtomicU64; 5],
+    responses: [AtomicU64; STATUS_SLOTS],
+}
+
+impl PollerMetrics {
+    pub fn new(dispatch: Dispatch) -> PollerMetrics {
+        PollerMetrics {
+            exclusive: dispatch == Dispatch::Local,
+            ..PollerMetrics::default()
+        }
+    }
+
+    /// Adds `n` to one of this poller's counters.
+    #[inline]
+    pub fn add(&self, counter: &AtomicU64, n: u64) {
+        if self.exclusive {
+            counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        } else {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a response by the status on its first line (`HTTP/1.1 NNN`).
+    #[inline]
+    pub fn response(&self, response: &[u8]) {
+        let status = match response.get(9..12) {
+            Some(&[a, b, c]) if [a, b, c].iter().all(u8::is_ascii_digit) => {
+                u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+            }
+            _ => 0,
+        };
+        self.status(status);
+    }
+
+    /// Counts a response with `status`.
+    #[inline]
+    pub fn status(&self, status: u16) {
+        let slot = STATUS_CODES
+            .iter()
+            .position(|&code| code == status)
+            .unwrap_or(STATUS_CODES.len());
+        self.add(&self.responses[slot], 1);
+    }
+
+    pub fn timeout(&self, kind: TimeoutKind) {
+        self.add(&self.timeouts[kind as usize], 1);
+    }
+
+    pub fn upstream(&self, result: UpstreamResult) {
+        self.add(&self.upstream[result as usize], 1);
+    }
+
+    pub fn set_upstream_links(&self, idle: usize, busy: usize) {
+        self.upstream_idle.store(idle as u64, Ordering::Relaxed);
+        self.upstream_busy.store(busy as u64, Ordering::Relaxed);
+    }
+
+    /// Responses sent with each status: `STATUS_CODES` in order, then others.
+    pub fn responses(&self) -> [u64; STATUS_SLOTS] {
+        std::array::from_fn(|slot| self.responses[slot].load(Ordering::Relaxed))
+    }
+
+    pub fn timeouts(&self, kind: TimeoutKind) -> u64 {
+        self.timeouts[kind as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn upstream_results(&self, result: UpstreamResult) -> u64 {
+        self.upstream[result as usize].load(Ordering::Relaxed)
+    }
+
+    /// Connections open now. Closes are read first, so a connection accepted
+    /// and closed between the two reads cannot make the count negative.
+    pub fn open(&self) -> u64 {
+        let closed = self.closed.load(Ordering::Relaxed);
+        self.accepted.load(Ordering::Relaxed).saturating_sub(closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_lands_in_its_status_slot() {
+        let metrics = PollerMetrics::new(Dispatch::System);
+        metrics.response(b"HTTP/1.1 404 Not Found\r\n\r\n");
+        metrics.response(b"HTTP/1.1 404 Not Found\r\n\r\n");
+        metrics.response(b"HTTP/1.1 299 Odd\r\n\r\n");
+        metrics.response(b"HTTP/1.1");
+        let counts = metrics.responses();
+        assert_eq!(counts[6], 2, "404 is the seventh status");
+        assert_eq!(
+            counts[STATUS_CODES.len()],
+            2,
+            "299 and a cut line are other"
+        );
+        assert_eq!(counts.iter().sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn local_counting_adds_like_system_counting() {
+        let local = PollerMetrics::new(Dispatch::Local);
+        local.add(&local.bytes_sent, 5);
+        local.add(&local.bytes_sent, 7);
+        assert_eq!(local.bytes_sent.load(Ordering::Relaxed), 12);
+    }
+}

@@ -1,0 +1,201 @@
+//! The `/metrics` page: every poller's counters and the process series in
+//! the Prometheus text exposition format, version 0.0.4. Each family has its
+//! `# HELP` and `# TYPE` lines once, then its samples.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::config::Dispatch;
+use crate::observe::metrics::{PollerMetrics, TimeoutKind, UpstreamResult, STATUS_CODES};
+use crate::observe::process_stats::ProcessStats;
+
+/// The `Content-Type` of the page.
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Renders the page for `pollers` (in poller order) and `process`.
+pub(crate) fn render(
+    pollers: &[Arc<PollerMetrics>],
+    dispatch: Dispatch,
+    process: &ProcessStats,
+) -> String {
+    let mut page = Page {
+        text: String::with_capacity(4096),
+        name: "",
+    };
+    let per_poller = |page: &mut Page, read: &dyn Fn(&PollerMetrics) -> u64| {
+        for (index, poller) in pollers.iter().enumerate() {
+            page.sample(&format!("poller=\"{index}\""), read(poller));
+        }
+    };
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+
+    page.family(
+        "uppercut_connections_open",
+        "gauge",
+        "Connections open now.",
+    );
+    per_poller(&mut page, &|p| p.open());
+    page.family(
+        "uppercut_connections_accepted_total",
+        "counter",
+        "Connections accepted and admitted.",
+    );
+    per_poller(&mut page, &|p| load(&p.accepted));
+    page.family(
+        "uppercut_connections_refused_total",
+        "counter",
+        "Connections closed at once because --max-connections were open.",
+    );
+    per_poller(&mut page, &|p| load(&p.refused));
+
+    page.family(
+        "uppercut_requests_total",
+        "counter",
+        "Responses sent, by status code.",
+    );
+    for (index, poller) in pollers.iter().enumerate() {
+        let counts = poller.responses();
+        for (slot, &count) in counts.iter().enumerate() {
+            // 200 always, so every poller has a series to take a rate of.
+            let code = STATUS_CODES.get(slot).copied();
+            if count == 0 && code != Some(200) {
+                continue;
+            }
+            let labels = match code {
+                Some(code) => format!("poller=\"{index}\",code=\"{code}\""),
+                None => format!("poller=\"{index}\",code=\"other\""),
+            };
+            page.sample(&labels, count);
+        }
+    }
+
+    page.family(
+        "uppercut_bytes_received_total",
+        "counter",
+        "Bytes read from client connections.",
+    );
+    per_poller(&mut page, &|p| load(&p.bytes_received));
+    page.family(
+        "uppercut_bytes_sent_total",
+        "counter",
+        "Bytes written to client connections.",
+    );
+    per_poller(&mut page, &|p| load(&p.bytes_sent));
+
+    page.family(
+        "uppercut_timeouts_total",
+        "counter",
+        "Connections closed by a timeout: header (the request took too long, 408), idle (keep-alive) or write (the client read nothing).",
+    );
+    for (index, poller) in pollers.iter().enumerate() {
+        for kind in TimeoutKind::ALL {
+            let labels = format!("poller=\"{index}\",kind=\"{}\"", kind.label());
+            page.sample(&labels, poller.timeouts(kind));
+        }
+    }
+    page.family(
+        "uppercut_accept_pauses_total",
+        "counter",
+        "Times accepting paused because the process was out of descriptors or memory.",
+    );
+    per_poller(&mut page, &|p| load(&p.accept_pauses));
+
+    page.family(
+        "uppercut_upstream_connections",
+        "gauge",
+        "Connections to the --upstream service, idle or busy with a request.",
+    );
+    for (index, poller) in pollers.iter().enumerate() {
+        for (state, counter) in [
+            ("idle", &poller.upstream_idle),
+            ("busy", &poller.upstream_busy),
+        ] {
+            page.sample(
+                &format!("poller=\"{index}\",state=\"{state}\""),
+                load(counter),
+            );
+        }
+    }
+    page.family(
+        "uppercut_upstream_requests_total",
+        "counter",
+        "Requests to the --upstream service, by how they ended.",
+    );
+    for (index, poller) in pollers.iter().enumerate() {
+        for result in UpstreamResult::ALL {
+            let labels = format!("poller=\"{index}\",result=\"{}\"", result.label());
+            page.sample(&labels, poller.upstream_results(result));
+        }
+    }
+
+    if dispatch == Dispatch::System {
+        page.family(
+            "uppercut_scheduler_envelopes_total",
+            "counter",
+            "Envelopes sent through the uppercut scheduler: wakes, ticks and mail to pollers.",
+        );
+        per_poller(&mut page, &|p| load(&p.envelopes));
+    }
+
+    page.process(process);
+    page.text
+}
+
+struct Page {
+    text: String,
+    /// The family being written.
+    name: &'static str,
+}
+
+impl Page {
+    fn family(&mut self, name: &'static str, kind: &str, help: &str) {
+        let _ = write!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+        self.name = name;
+    }
+
+    fn sample(&mut self, labels: &str, value: u64) {
+        let _ = writeln!(self.text, "{}{{{labels}}} {value}", self.name);
+    }
+
+    fn process(&mut self, process: &ProcessStats) {
+        let series: [(&'static str, &str, &str, Option<f64>); 5] = [
+            (
+                "process_cpu_seconds_total",
+                "counter",
+                "User and system CPU time spent, in seconds.",
+                process.cpu_seconds,
+            ),
+            (
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory size in bytes.",
+                process.resident_bytes.map(|v| v as f64),
+            ),
+            (
+                "process_open_fds",
+                "gauge",
+                "Open file descriptors.",
+                process.open_fds.map(|v| v as f64),
+            ),
+            (
+                "process_max_fds",
+                "gauge",
+                "Limit on open file descriptors.",
+                process.max_fds.map(|v| v as f64),
+            ),
+            (
+                "process_start_time_seconds",
+                "gauge",
+                "Start time of the process since the Unix epoch, in seconds.",
+                process.start_time_seconds,
+            ),
+        ];
+        for (name, kind, help, value) in series {
+            self.family(name, kind, help);
+            if let Some(value) = value {
+                let _ = writeln!(self.text, "{name} {value}");
+            }
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The connection actor: one accepted TCP connection, driven by readiness
+//! envelopes from its poller, whether delivered directly (`local` dispatch) or
+//! through the uppercut scheduler (`system` dispatch); the code is the same.
+//!
+//! It owns its socket, its request stream (whose read buffer keeps bytes
+//! between reads) and a write buffer that keeps what the socket would not
+//! take; both buffers are empty for an idle connection. Reads and the batch of
+//! responses they produce go through a per-thread scratch pair instead, so
+//! 10,000 idle keep-alive connections hold no buffer memory and a request
+//! served in one read allocates nothing.
+
+mod socket_io;
+
+use std::cell::RefCell;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use log::debug;
+use mio::net::TcpStream;
+use mio::Token;
+use uppercut::api::{AnyActor, AnySender, Envelope};
+
+use crate::config::Dispatch;
+use crate::observe::metrics::{PollerMetrics, TimeoutKind};
+use crate::request_stream::{RequestStream, OUTPUT_HIGH_WATER};
+use crate::runtime::shared::Shared;
+use crate::runtime::socket::write_until_blocked;
+use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
+use crate::runtime::wakeup::{Closed, Mailbox, Wake, EXPIRE, HANGUP, READY, UPSTREAM};
+use crate::upstream::pool::{UpstreamReply, UpstreamRequest};
+
+/// Bytes read per `read` call.
+const READ_CHUNK: usize = 16 * 1024;
+/// Unread input discarded before closing, so the close is a FIN rather than a
+/// reset that could destroy the last response before the client reads it.
+const MAX_DISCARD_ON_CLOSE: usize = 64 * 1024;
+
+struct Scratch {
+    input: Box<[u8]>,
+    output: BytesMut,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
+        input: vec![0; READ_CHUNK].into_boxed_slice(),
+        output: BytesMut::with_capacity(2 * OUTPUT_HIGH_WATER),
+    });
+}
+
+/// Whether the connection stays open after a readiness envelope.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Open,
+    Close,
+}
+
+pub(crate) struct Connection {
+    socket: TcpStream,
+    token: Token,
+    shared: Arc<Shared>,
+    stream: RequestStream,
+    output: BytesMut,
+    /// WRITABLE is registered: output is backed up.
+    writable_interest: bool,
+    /// Some output was written in the current round of work.
+    wrote: bool,
+    timer: ConnectionTimer,
+    /// The upstream request this connection waits for.
+    upstream_id: Option<u64>,
+    /// The peer closed its side or the socket failed: no further readiness
+    /// edge will come, so reads go on to the end.
+    hung_up: bool,
+    /// What the poller has posted for this connection.
+    mailbox: Arc<Mailbox>,
+}
+
+impl Connection {
+    /// A connection for a socket already registered READABLE under `token`.
+    pub(crate) fn new(socket: TcpStream, token: Token, shared: Arc<Shared>) -> Connection {
+        let timer = ConnectionTimer::new(shared.clock.now_ms(), &shared.timeouts);
+        let mut stream = RequestStream::default();
+        if let Some(log) = &shared.access_log {
+            stream.log_to(log.recorder(socket.peer_addr().ok().map(|peer| peer.ip())));
+        }
+        if let Some(metrics) = &shared.metrics {
+            stream.count_to(Arc::clone(metrics));
+        }
+        Connection {
+            socket,
+            token,
+            shared,
+            stream,
+            output: BytesMut::new(),
+            writable_interest: false,
+            wrote: false,
+            timer,
+            upstream_id: None,
+            hung_up: false,
+            mailbox: Arc::default(),
+        }
+    }
+
+    /// Where the poller posts what happened to this connection.
+    pub(crate) fn mailbox(&self) -> &Arc<Mailbox> {
+        &self.mailbox
+    }
+
+    /// The deadline a `system` poller's sweep reads.
+    pub(crate) fn deadline(&self) -> Arc<AtomicU64> {
+        self.timer.deadline()
+    }
+
+    /// A `local` poller's sweep: the published deadline has passed.
+    pub(crate) fn is_past_deadline(&self, now_ms: u64) -> bool {
+        self.timer.expired(now_ms).is_some()
+    }
+
+    /// The upstream answered: write its response, then carry on.
+    fn complete_upstream(
+        &mut self,
+        reply: UpstreamReply,
+        scratch: &mut Scratch,
+    ) -> io::Result<Flow> {
+        self.upstream_id = None;
+        let date = self.shared.date.current();
+        self.stream.complete_upstream(
+            reply.result,
+            &self.shared.routes,
+            &date,
+            &mut scratch.output,
+        );
+        self.write_batch(&mut scratch.output)?;
+        self.drive(scratch)
+    }
+
+    /// Asks the poller's upstream pool for the answer the stream waits for.
+    fn request_upstream(&mut self, sender: &mut dyn AnySender) {
+        let id = self.shared.upstream_ids.fetch_add(1, Ordering::Relaxed);
+        self.upstream_id = Some(id);
+        let request = UpstreamRequest {
+            id,
+            token: self.token,
+        };
+        to_poller(&self.shared, Envelope::of(request), sender);
+    }
+
+    /// The deadline passed when the poller swept: if it still stands, close,
+    /// answering 408 to a request that did not arrive in time.
+    fn expire(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
+        match self.timer.expired(self.shared.clock.now_ms()) {
+            None => Ok(Flow::Open),
+            Some(Expiry::Request) => {
+                self.count_timeout(TimeoutKind::Header);
+                let date = self.shared.date.current();
+                self.stream
+                    .time_out(&self.shared.routes, &date, &mut scratch.output);
+                // One try: a client this slow gets no more of our time.
+                let written = write_until_blocked(&mut self.socket, &scratch.output)?;
+                self.count(|m| &m.bytes_sent, written);
+                Ok(Flow::Close)
+            }
+            Some(Expiry::Idle) => {
+                self.count_timeout(TimeoutKind::Idle);
+                Ok(Flow::Close)
+            }
+            Some(Expiry::Write) => {
+                self.count_timeout(TimeoutKind::Write);
+                Ok(Flow::Close)
+            }
+        }
+    }
+
+    /// Handles everything the poller posted: the upstream's answer first (it
+    /// may release pipelined requests), then readiness, then the deadline,
+    /// which the work before it may have moved.
+    fn handle(&mut self, posted: u8) -> io::Result<Flow> {
+        self.hung_up |= posted & HANGUP != 0;
+        self.wrote = false;
+        SCRATCH.with(|scratch| {
+            let scratch = &mut *scratch.borrow_mut();
+            // The scratch is shared by every connection on this thread: never
+            // trust what a previous user (or a panic) left in it.
+            scratch.output.clear();
+            let mut flow = Ok(Flow::Open);
+            if posted & UPSTREAM != 0 {
+                if let Some(reply) = self.mailbox.take_upstream() {
+                    if self.upstream_id == Some(reply.id) {
+                        flow = self.complete_upstream(reply, scratch);
+                    }
+                }
+            }
+            if matches!(flow, Ok(Flow::Open)) && posted & (READY | HANGUP) != 0 {
+                flow = self.drive(scratch);
+            }
+            if matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
+                // Judge the deadline by what the connection is doing now, but
+                // only move it for work done: a silent client stays in its
+                // first request's stage and gets its 408.
+                if posted != EXPIRE {
+                    self.note_activity();
+                }
+                flow = self.expire(scratch);
+            }
+            if matches!(flow, Ok(Flow::Open)) {
+                self.note_activity();
+            } else {
+                self.discard_unread(scratch);
+            }
+            flow
+        })
+    }
+
+    /// Moves the deadline to what the connection is doing now.
+    fn note_activity(&mut self) {
+        let activity = Activity {
+            mid_request: self.stream.is_mid_request(),
+            responses: self.stream.responses(),
+            backed_up: !self.output.is_empty(),
+            wrote: self.wrote,
+        };
+        let now = self.shared.clock.now_ms();
+        self.timer.update(now, activity, &self.shared.timeouts);
+    }
+
+    /// `system` dispatch: this wake (and `wakes - 1` more that will never
+    /// be handled) is done.
+    fn handled(&self, wakes: usize) {
+        if self.shared.dispatch == Dispatch::System {
+            self.shared.outstanding.done(wakes);
+        }
+    }
+
+    /// Ends the connection. In `system` dispatch its token may be reused
+    /// before uppercut drops the actor (and the socket), so the socket leaves
+    /// the poll set now.
+    fn close(&mut self, sender: &mut dyn AnySender) {
+        let unhandled = usize::from(self.mailbox.close());
+        // In `local` dispatch the poller drops the connection, socket and
+        // all, as soon as this returns.
+        if self.shared.dispatch == Dispatch::System {
+            if let Err(e) = self.shared.registry.deregister(&mut self.socket) {
+                debug!("deregister {:?}: {e}", self.token);
+            }
+            // Sent while this wake is still outstanding: see `wakeup`.
+            to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);
+        }
+        sender.stop(sender.me());
+        self.handled(1 + unhandled);
+    }
+
+    /// Adds `n` to one of the poller's counters, with `--metrics`.
+    #[inline]
+    fn count(&self, counter: fn(&PollerMetrics) -> &AtomicU64, n: usize) {
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.add(counter(metrics), n as u64);
+        }
+    }
+
+    fn count_timeout(&self, kind: TimeoutKind) {
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.timeout(kind);
+        }
+    }
+}
+
+/// Counted closed here, before the socket closes (it is dropped after this),
+/// so a client that saw the close also sees it counted, on every way out:
+/// closing itself, a panic, or the server stopping.
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.count(|m| &m.closed, 1);
+    }
+}
+
+impl AnyActor for Connection {
+    fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
+        if !envelope.message.is::<Wake>() {
+            return;
+        }
+        // None: closed, and this wake was accounted for when it closed.
+        let Some(posted) = self.mailbox.take() else {
+            return;
+        };
+        match self.handle(posted) {
+            Ok(Flow::Open) => {
+                if self.stream.awaiting_upstream() && self.upstream_id.is_none() {
+                    self.request_upstream(sender);
+                }
+                self.handled(1);
+            }
+            Ok(Flow::Close) => self.close(sender),
+            Err(e) => {
+                debug!("connection {:?}: {e}", self.token);
+                self.close(sender);
+            }
+        }
+    }
+
+    // A panic in `system` dispatch: the scheduler drops the actor (and with
+    // it the socket); the poller must still learn of it and get its wake
+    // back. (In `local` dispatch the poller contains the panic itself.)
+    fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {
+        if self.shared.dispatch == Dispatch::System {
+            let unhandled = usize::from(self.mailbox.close());
+            to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);
+            self.handled(1 + unhandled);
+        }
+    }
+}
+
+/// Sends `envelope` to the connection's poller: in `system` dispatch as
+/// counted mail (see `wakeup`), in `local` dispatch into its inbox.
+fn to_poller(shared: &Shared, envelope: Envelope, sender: &mut dyn AnySender) {
+    match shared.dispatch {
+        Dispatch::System => {
+            if let Some(metrics) = &shared.metrics {
+                metrics.add(&metrics.envelopes, 1);
+            }
+            shared
+                .mail
+                .send(sender, &shared.poller, envelope, &shared.parking)
+        }
+        Dispatch::Local => sender.send(&shared.poller, envelope),
+    }
+}

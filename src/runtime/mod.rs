@@ -1,0 +1,19 @@
+//! What runs a server: its lifecycle, the uppercut system and its threads,
+//! the pollers (mio event loops) and the connection actors they wake, and the
+//! socket helpers they share.
+
+pub(crate) mod balance;
+pub(crate) mod connection;
+pub(crate) mod connections;
+pub(crate) mod lifecycle;
+pub(crate) mod listeners;
+pub(crate) mod local_dispatch;
+pub(crate) mod poller;
+pub(crate) mod pool_threads;
+pub(crate) mod server;
+pub(crate) mod shared;
+pub(crate) mod signals;
+pub(crate) mod slab;
+pub(crate) mod socket;
+pub(crate) mod timeouts;
+pub(crate) mod wakeup;

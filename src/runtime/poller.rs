@@ -1,0 +1,402 @@
+//! The poller actor: one mio event loop with its own SO_REUSEPORT listener.
+//! It accepts connections, registers them on its `Poll`, and turns readiness
+//! events into envelopes for their connection actors, in one of two ways:
+//!
+//! - `local`: the poller owns its connections in a slab keyed by token and
+//!   hands each envelope to the actor directly, through its own `AnySender`,
+//!   so a request never crosses the uppercut scheduler.
+//! - `system`: each connection is an actor spawned into the uppercut system,
+//!   and every envelope travels through the scheduler.
+//!
+//! Either way it wakes a connection through the connection's mailbox
+//! (`wakeup`), so no connection ever has more than one envelope queued.
+//!
+//! A connection accepted while this poller holds more than another is handed
+//! to the least-loaded poller instead (`balance`); each round takes what
+//! other pollers handed over.
+//!
+//! It also sweeps its connections' deadlines, pauses accepting when the
+//! process runs out of descriptors, and drains on shutdown.
+//!
+//! The system has one uppercut worker per poller, and an idle poller holds
+//! its worker blocked in `poll`, so no worker spins on an idle server. In
+//! `system` dispatch a poller that has sent wakes gives its worker up until
+//! the last of them is handled (see `wakeup`): a connection actor with an
+//! envelope never waits for a poller blocked in `poll`.
+
+use std::io::{self, ErrorKind};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use log::{debug, warn};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use uppercut::api::{AnyActor, AnySender, Envelope};
+
+use crate::config::Dispatch;
+use crate::runtime::balance::Placement;
+use crate::runtime::connections::Connections;
+use crate::runtime::lifecycle::Phase;
+use crate::runtime::pool_threads::PoolThreads;
+use crate::runtime::shared::Shared;
+use crate::runtime::socket::is_out_of_resources;
+use crate::runtime::wakeup::{Closed, Tick, HANGUP, READY};
+use crate::upstream::pool::{self as upstream, UpstreamPool, UpstreamReply, UpstreamRequest};
+
+pub(crate) const LISTENER: Token = Token(usize::MAX - 1);
+pub(crate) const WAKER: Token = Token(usize::MAX - 2);
+
+/// Longest a busy `local` poller keeps its worker before yielding. Each yield
+/// costs a spinning worker while the scheduler thread, which needs a core too,
+/// hands the poller back; under load that spin can last a whole time slice.
+/// The system has one worker per poller, so nothing waits for this one.
+const LOCAL_SLICE: Duration = Duration::from_secs(1);
+/// How long accepting pauses when the process is out of descriptors (as nginx
+/// does), instead of failing the same accept in a hot loop.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
+const EVENTS_CAPACITY: usize = 1024;
+
+pub(crate) struct Poller {
+    poll: Poll,
+    events: Option<Events>,
+    /// None once the server drains.
+    listener: Option<TcpListener>,
+    shared: Arc<Shared>,
+    connections: Connections,
+    next_sweep_ms: u64,
+    /// Accepting resumes at this time, after running out of descriptors.
+    accept_paused_until_ms: Option<u64>,
+    upstream: Option<UpstreamPool>,
+    /// Where to report the worker this poller runs on.
+    pool_threads: Option<Arc<PoolThreads>>,
+    /// Sockets other pollers handed over, taken each round (kept, so taking
+    /// them allocates nothing).
+    handed: Vec<TcpStream>,
+}
+
+impl Poller {
+    pub(crate) fn new(
+        poll: Poll,
+        mut listener: TcpListener,
+        shared: Arc<Shared>,
+        upstream: Option<UpstreamPool>,
+    ) -> io::Result<Poller> {
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(Poller {
+            poll,
+            events: Some(Events::with_capacity(EVENTS_CAPACITY)),
+            listener: Some(listener),
+            connections: Connections::new(Arc::clone(&shared)),
+            shared,
+            next_sweep_ms: 0,
+            accept_paused_until_ms: None,
+            upstream,
+            pool_threads: None,
+            handed: Vec::new(),
+        })
+    }
+
+    /// Reports each worker this poller runs on to `pool_threads`, which
+    /// tells uppercut's scheduler thread from the workers by it.
+    pub(crate) fn report_to(&mut self, pool_threads: Arc<PoolThreads>) {
+        self.pool_threads = Some(pool_threads);
+    }
+
+    /// This poller's actor address.
+    pub(crate) fn address(&self) -> &str {
+        &self.shared.poller
+    }
+
+    /// Polls once and handles what it finds; false when nothing was ready.
+    /// A poller without connections has nothing to sweep, so it blocks until a
+    /// connection, a waker or the end of an accept pause: an idle server does
+    /// not hand its workers back to the scheduler at all.
+    /// With `block` false it only looks, without waiting.
+    fn poll_once(&mut self, block: bool, sender: &mut dyn AnySender) -> bool {
+        let mut events = self
+            .events
+            .take()
+            .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
+        let sweep = self.shared.timeouts.sweep;
+        // Mail or a socket handed over while this poller blocked would wait
+        // for it (see `wakeup::Parking`).
+        let block = block
+            && self.shared.parking.park(|| {
+                self.shared.mail.is_pending() || self.shared.balance.has_queued(self.shared.index)
+            });
+        let timeout = match block {
+            true => (!self.connections.is_empty()).then_some(sweep),
+            false => Some(Duration::ZERO),
+        };
+        let timeout = match self.accept_paused_until_ms {
+            Some(until) => {
+                let pause = until.saturating_sub(self.shared.clock.now_ms());
+                Some(Duration::from_millis(pause).min(timeout.unwrap_or(Duration::MAX)))
+            }
+            None => timeout,
+        };
+        if let Err(e) = self.poll.poll(&mut events, timeout) {
+            if e.kind() != ErrorKind::Interrupted {
+                warn!("poll failed: {e}");
+            }
+        }
+        if block {
+            self.shared.parking.unpark();
+        }
+        let now_ms = self.shared.clock.refresh();
+        self.shared.date.refresh(SystemTime::now());
+        let found = !events.is_empty();
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => self.accept(sender),
+                WAKER => {}
+                token if token.0 >= upstream::FIRST_TOKEN => {
+                    if let Some(pool) = &mut self.upstream {
+                        pool.on_event(token, self.poll.registry());
+                    }
+                }
+                Token(key) if event.is_read_closed() || event.is_error() => {
+                    self.connections.notify(key, HANGUP, sender)
+                }
+                Token(key) => self.connections.notify(key, READY, sender),
+            }
+        }
+        self.events = Some(events);
+        let found = self.take_handed(sender) || found;
+        if self
+            .accept_paused_until_ms
+            .is_some_and(|until| now_ms >= until)
+        {
+            self.accept_paused_until_ms = None;
+            self.accept(sender);
+        }
+        if now_ms >= self.next_sweep_ms {
+            self.next_sweep_ms = now_ms + sweep.as_millis() as u64;
+            self.connections.sweep(now_ms, sender);
+            if let Some(pool) = &mut self.upstream {
+                pool.expire(now_ms, self.poll.registry());
+            }
+        }
+        self.settle_upstream(sender);
+        found
+    }
+
+    /// Passes connections' requests to the upstream pool and its answers
+    /// back, until neither is left (an answer can release the next request
+    /// of a pipeline).
+    fn settle_upstream(&mut self, sender: &mut dyn AnySender) {
+        loop {
+            let Some(pool) = &mut self.upstream else {
+                return;
+            };
+            let now_ms = self.shared.clock.now_ms();
+            for envelope in self.connections.inbox.drain(..) {
+                if let Ok(request) = envelope.message.downcast::<UpstreamRequest>() {
+                    pool.submit(*request, now_ms, self.poll.registry());
+                }
+            }
+            let replies = pool.take_replies();
+            if replies.is_empty() {
+                return pool.publish_links();
+            }
+            for (request, result) in replies {
+                let reply = UpstreamReply {
+                    id: request.id,
+                    result,
+                };
+                self.connections
+                    .notify_upstream(request.token.0, reply, sender);
+            }
+        }
+    }
+
+    fn accept(&mut self, sender: &mut dyn AnySender) {
+        while self.accept_paused_until_ms.is_none() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
+                Ok((socket, _)) => self.place(socket, sender),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if is_out_of_resources(&e) => {
+                    if let Some(metrics) = &self.shared.metrics {
+                        metrics.add(&metrics.accept_pauses, 1);
+                    }
+                    warn!("accept: {e}; pausing accepts for {ACCEPT_BACKOFF:?}");
+                    let resume = self.shared.clock.now_ms() + ACCEPT_BACKOFF.as_millis() as u64;
+                    self.accept_paused_until_ms = Some(resume);
+                }
+                // The client gave up before we accepted (ECONNABORTED and the like).
+                Err(e) => debug!("accept: {e}"),
+            }
+        }
+    }
+
+    /// Keeps a connection just accepted, or hands it to the least-loaded
+    /// poller if this one holds more (see `balance`).
+    fn place(&mut self, socket: TcpStream, sender: &mut dyn AnySender) {
+        // Past the limit the connection is closed at once: dropped here.
+        if !self.shared.server.admit() {
+            if let Some(metrics) = &self.shared.metrics {
+                metrics.add(&metrics.refused, 1);
+            }
+            return;
+        }
+        let balance = &self.shared.balance;
+        match balance.place(self.shared.index) {
+            Placement::Keep => self.adopt(socket, sender),
+            Placement::HandTo(target) => {
+                // That poller is draining or stopped: the socket closes here.
+                if balance.hand_off(target, socket).is_err() {
+                    self.shared.server.release(1);
+                    balance.closed(target, 1);
+                }
+            }
+        }
+    }
+
+    /// Takes the sockets other pollers handed over: adopts them while the
+    /// server runs, closes them once it drains. True when there were any.
+    fn take_handed(&mut self, sender: &mut dyn AnySender) -> bool {
+        let mut handed = std::mem::take(&mut self.handed);
+        self.shared.balance.take(self.shared.index, &mut handed);
+        let found = !handed.is_empty();
+        for socket in handed.drain(..) {
+            match self.shared.server.phase() {
+                Phase::Running => self.adopt(socket, sender),
+                _ => {
+                    drop(socket);
+                    self.shared.release(1);
+                }
+            }
+        }
+        self.handed = handed;
+        found
+    }
+
+    /// Registers a connection, admitted and counted, and makes its actor.
+    fn adopt(&mut self, mut socket: TcpStream, sender: &mut dyn AnySender) {
+        if let Err(e) = socket.set_nodelay(true) {
+            debug!("set_nodelay: {e}");
+        }
+        let token = self.connections.next_token();
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut socket, token, Interest::READABLE)
+        {
+            warn!("register failed: {e}");
+            self.shared.release(1);
+            return;
+        }
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.add(&metrics.accepted, 1);
+        }
+        self.connections.adopt(socket, sender);
+    }
+
+    /// Stops accepting and wakes every connection, which closes once it has
+    /// no request in progress (the phase tells it).
+    fn begin_drain(&mut self, sender: &mut dyn AnySender) {
+        let Some(mut listener) = self.listener.take() else {
+            return;
+        };
+        if let Err(e) = self.poll.registry().deregister(&mut listener) {
+            debug!("deregister listener: {e}");
+        }
+        drop(listener);
+        self.close_handoffs();
+        self.connections.wake_all(sender);
+    }
+
+    /// Takes no more hand-offs, and closes those not yet taken.
+    fn close_handoffs(&mut self) {
+        let closed = self.shared.balance.close(self.shared.index);
+        self.shared.release(closed);
+    }
+
+    /// `local`: run the loop until idle, the slice is used up, or the phase changes.
+    fn run_local(&mut self, sender: &mut dyn AnySender) {
+        let slice_end = Instant::now() + LOCAL_SLICE;
+        let phase = self.shared.server.phase();
+        while self.poll_once(true, sender)
+            && Instant::now() < slice_end
+            && self.shared.server.phase() == phase
+            && !(phase == Phase::Draining && self.connections.is_empty())
+        {}
+    }
+
+    /// `system`: one round of the loop, then the worker goes back to the
+    /// scheduler, which runs the connections this round woke. The poller
+    /// blocks in `poll` only when nothing it owes an answer to waits: no wake
+    /// of its own unhandled, no mail to it on its way (see `wakeup`).
+    fn run_system(&mut self, sender: &mut dyn AnySender) {
+        self.poll_once(self.shared.outstanding.is_zero(), sender);
+    }
+
+    /// Closes every connection and stops this actor.
+    fn stop(&mut self, sender: &mut dyn AnySender) {
+        self.close_handoffs();
+        self.connections.stop_all(sender);
+        sender.stop(sender.me());
+    }
+}
+
+impl AnyActor for Poller {
+    fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
+        if let Some(pool_threads) = &self.pool_threads {
+            pool_threads.report_worker();
+        }
+        // Mail from a `system` connection (see `wakeup`).
+        if let Some(Closed(token)) = envelope.message.downcast_ref::<Closed>() {
+            self.shared.mail.received();
+            // The actor stopped itself; the token is free once it is known here.
+            if self.connections.forget(*token) {
+                self.shared.release(1);
+            }
+            return;
+        }
+        if envelope.message.is::<UpstreamRequest>() {
+            self.shared.mail.received();
+            self.connections.inbox.push(envelope);
+            return self.settle_upstream(sender);
+        }
+        if !envelope.message.is::<Tick>() {
+            return;
+        }
+        // A connection sends to its poller only while one of its wakes is
+        // outstanding, so a poller that stops only once none is is never sent
+        // to after it stopped (uppercut's senders panic once the system has
+        // ended).
+        let may_stop = self.shared.outstanding.is_zero();
+        match self.shared.server.phase() {
+            Phase::Running => {}
+            Phase::Draining => {
+                self.begin_drain(sender);
+                if self.connections.is_empty() && may_stop {
+                    return self.stop(sender);
+                }
+            }
+            Phase::Stopping if may_stop => return self.stop(sender),
+            // Wake nothing more; come back once the wakes out are handled.
+            Phase::Stopping => return self.tick(sender),
+        }
+        match self.shared.dispatch {
+            Dispatch::Local => self.run_local(sender),
+            Dispatch::System => self.run_system(sender),
+        }
+        self.tick(sender);
+    }
+}
+
+impl Poller {
+    /// Comes back to this poller through the scheduler.
+    fn tick(&self, sender: &mut dyn AnySender) {
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.add(&metrics.envelopes, 1);
+        }
+        sender.send(sender.me(), Envelope::of(Tick));
+    }
+}

@@ -1,0 +1,371 @@
+//! Starting and stopping a server: the SO_REUSEPORT listeners, one poller per
+//! listener, and the uppercut system that runs the pollers.
+//!
+//! Uppercut's actor workers spin on `try_recv` whenever they have no actor to
+//! run, so the system gets exactly one worker per poller: each worker spends
+//! its idle time blocked in its poller's `poll`, and an idle server sleeps.
+//! How the pool's threads are scheduled is `pool_threads`.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, SystemTime};
+
+use log::{error, info, warn};
+use mio::{Poll, Waker};
+use uppercut::config::{Config as SystemConfig, SchedulerConfig};
+use uppercut::core::System;
+use uppercut::pool::ThreadPool;
+
+use crate::config::{Config, Dispatch};
+use crate::http::date::DateCache;
+use crate::observe::access_log::AccessLog;
+use crate::observe::metrics::PollerMetrics;
+use crate::observe::metrics_server::MetricsServer;
+use crate::routes::static_site::StaticSite;
+use crate::routes::Routes;
+use crate::runtime::balance::Balance;
+use crate::runtime::lifecycle::{Phase, ServerState};
+use crate::runtime::listeners::{exclusive_listener, reuseport_listener};
+use crate::runtime::poller::{Poller, WAKER};
+use crate::runtime::pool_threads::{PoolThreads, SYSTEM_WORKER_NICE};
+use crate::runtime::shared::Shared;
+use crate::runtime::signals::{Blocked, Signal};
+use crate::runtime::timeouts::CoarseClock;
+use crate::runtime::wakeup::{Mail, Outstanding, Parking, Tick};
+use crate::upstream::pool::UpstreamPool;
+use uppercut::api::Envelope;
+
+/// Where `--upstream`'s JSON is served.
+pub(crate) const UPSTREAM_PATH: &str = "/io";
+
+/// A running server. Dropping it stops it at once; `shutdown` lets the
+/// requests in flight finish first, and `run_until_signal` does so on
+/// SIGINT or SIGTERM.
+pub struct Server {
+    local_addr: SocketAddr,
+    /// The static directory `Config::static_dir` names, as loaded.
+    site: Option<Arc<StaticSite>>,
+    shutdown_timeout: Duration,
+    /// Written out once the connections are gone.
+    access_log: Option<Arc<AccessLog>>,
+    state: Arc<ServerState>,
+    wakers: Vec<Arc<Waker>>,
+    balance: Arc<Balance>,
+    system: Option<JoinHandle<()>>,
+    /// Disconnects when the actor system has ended.
+    ended: mpsc::Receiver<()>,
+    /// Serves `/metrics`, with `--metrics`.
+    metrics: Option<MetricsServer>,
+}
+
+impl Server {
+    /// Binds the listeners, loads the static directory if `config` names
+    /// one, and starts the pollers; returns once the server accepts
+    /// connections. Its threads start with SIGINT, SIGTERM and SIGHUP
+    /// blocked: see [`Server::run_until_signal`].
+    pub fn start(config: &Config, routes: Routes) -> io::Result<Server> {
+        // Every thread started below inherits the mask.
+        let _blocked = Blocked::here();
+        let pollers = config.pollers.max(1);
+        // The first listener is bound alone, so that port 0 resolves to one
+        // port that the others then share, and exclusively, so that a second
+        // server on the same address fails instead of splitting the traffic.
+        let first = exclusive_listener(config.bind)?;
+        let local_addr = first.local_addr()?;
+        let mut listeners = vec![first];
+        for _ in 1..pollers {
+            listeners.push(reuseport_listener(local_addr)?);
+        }
+
+        let site = config
+            .static_dir
+            .as_ref()
+            .map(|dir| load_site(dir, config))
+            .transpose()?;
+        let routes = match &site {
+            Some(site) => routes.with_static_site(Arc::clone(site)),
+            None => routes,
+        };
+        let routes = match config.upstream {
+            Some(_) => routes.with_upstream(UPSTREAM_PATH),
+            None => routes,
+        };
+        let routes = Arc::new(routes);
+        let access_log = config
+            .access_log
+            .as_ref()
+            .map(AccessLog::open)
+            .transpose()?;
+        let state = Arc::new(ServerState::new(config.max_connections));
+        let counters: Vec<Arc<PollerMetrics>> = match config.metrics {
+            Some(_) => (0..pollers)
+                .map(|_| Arc::new(PollerMetrics::new(config.dispatch)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let metrics = config
+            .metrics
+            .map(|addr| MetricsServer::start(addr, counters.clone(), config.dispatch))
+            .transpose()?;
+        let mut polls = Vec::with_capacity(pollers);
+        let mut wakers = Vec::with_capacity(pollers);
+        for _ in 0..pollers {
+            let poll = Poll::new()?;
+            wakers.push(Arc::new(Waker::new(poll.registry(), WAKER)?));
+            polls.push(poll);
+        }
+        let parkings: Vec<Arc<Parking>> = wakers
+            .iter()
+            .map(|waker| Arc::new(Parking::new(Arc::clone(waker))))
+            .collect();
+        let balance = Arc::new(Balance::new(&parkings));
+        let mut actors = Vec::with_capacity(pollers);
+        let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
+        for (index, ((poll, listener), parking)) in pollers_and_listeners.enumerate() {
+            let shared = Arc::new(Shared {
+                routes: Arc::clone(&routes),
+                date: DateCache::new(SystemTime::now()),
+                clock: CoarseClock::new(),
+                timeouts: config.timeouts,
+                dispatch: config.dispatch,
+                registry: poll.registry().try_clone()?,
+                poller: format!("poller-{index}"),
+                server: Arc::clone(&state),
+                upstream_ids: AtomicU64::new(0),
+                outstanding: Outstanding::default(),
+                mail: Mail::default(),
+                parking: Arc::clone(parking),
+                access_log: access_log.clone(),
+                balance: Arc::clone(&balance),
+                index,
+                metrics: counters.get(index).cloned(),
+            });
+            let upstream = config.upstream.clone().map(UpstreamPool::new);
+            let upstream = upstream.map(|pool| pool.count_to(counters.get(index).cloned()));
+            let poller = Poller::new(poll, listener, shared, upstream)?;
+            actors.push(poller);
+        }
+
+        let worker_nice = (config.dispatch == Dispatch::System).then_some(SYSTEM_WORKER_NICE);
+        let pin = config.pin;
+        let (started_tx, started_rx) = mpsc::sync_channel(1);
+        let (ended_tx, ended) = mpsc::channel();
+        let system = thread::Builder::new()
+            .name("uppercut-system".into())
+            .spawn(move || {
+                run_system(actors, worker_nice, pin, started_tx);
+                drop(ended_tx);
+            })?;
+        match started_rx.recv() {
+            Ok(Ok(())) => Ok(Server {
+                local_addr,
+                site,
+                shutdown_timeout: config.shutdown_timeout,
+                access_log,
+                state,
+                wakers,
+                balance,
+                system: Some(system),
+                ended,
+                metrics,
+            }),
+            Ok(Err(message)) => Err(io::Error::other(message)),
+            Err(_) => Err(io::Error::other(
+                "the actor system thread died while starting",
+            )),
+        }
+    }
+
+    /// The address the server listens on (the port resolved, when the
+    /// configuration asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The static directory `Config::static_dir` names, as loaded (and
+    /// reloaded).
+    pub fn static_site(&self) -> Option<&StaticSite> {
+        self.site.as_deref()
+    }
+
+    /// Serves until SIGINT or SIGTERM, then shuts down as
+    /// [`Server::shutdown`] does within `Config::shutdown_timeout`; SIGHUP
+    /// meanwhile reloads the static directory (a failed reload keeps the
+    /// files already served). True when everything finished in time.
+    pub fn run_until_signal(self) -> bool {
+        let blocked = Blocked::here();
+        let signal = loop {
+            match blocked.wait() {
+                Signal::Reload => self.reload(),
+                Signal::Stop(signal) => break signal,
+            }
+        };
+        info!(
+            "signal {signal}: shutting down within {:?}",
+            self.shutdown_timeout
+        );
+        let grace = self.shutdown_timeout;
+        let finished = self.shutdown(grace);
+        if !finished {
+            warn!("shutdown timeout: closed the connections still busy");
+        }
+        finished
+    }
+
+    /// SIGHUP: reads the static directory again, in the thread that waits
+    /// for signals, off every request path.
+    fn reload(&self) {
+        let Some(site) = &self.site else {
+            info!("SIGHUP: no static directory to reload");
+            return;
+        };
+        match site.reload() {
+            Ok(summary) => info!(
+                "SIGHUP: reloaded {} static files, {} bytes, from {}",
+                summary.files,
+                summary.bytes,
+                site.dir().display()
+            ),
+            Err(e) => warn!(
+                "SIGHUP: reload failed, still serving the files loaded before: --static-dir {}: {e}",
+                site.dir().display()
+            ),
+        }
+    }
+
+    /// How many connections each poller holds now, in poller order: for
+    /// tests and operators, to see how evenly connections are dealt. A count
+    /// includes connections handed to that poller and not yet taken and, in
+    /// `system` dispatch, connections closed whose poller has not yet heard.
+    pub fn connections_per_poller(&self) -> Vec<usize> {
+        self.balance.open_per_poller()
+    }
+
+    /// Where `/metrics` is served, with `--metrics`.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
+    }
+
+    /// Blocks until the server stops.
+    pub fn join(mut self) {
+        if let Some(system) = self.system.take() {
+            let _ = system.join();
+        }
+    }
+
+    /// Stops accepting at once, lets every connection finish the request it
+    /// is in (its response then closes it) and closes idle ones; after
+    /// `grace`, closes whatever is left. True when everything finished in time.
+    pub fn shutdown(mut self, grace: Duration) -> bool {
+        self.enter(Phase::Draining);
+        let timed_out = matches!(
+            self.ended.recv_timeout(grace),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        );
+        self.stop_and_join();
+        !timed_out
+    }
+
+    /// Closes every connection now and waits for the system to end.
+    pub fn stop(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.enter(Phase::Stopping);
+        if let Some(system) = self.system.take() {
+            let _ = system.join();
+        }
+        if let Some(log) = &self.access_log {
+            log.close();
+        }
+        if let Some(metrics) = &mut self.metrics {
+            metrics.stop();
+        }
+    }
+
+    fn enter(&self, phase: Phase) {
+        self.state.set_phase(phase);
+        for waker in &self.wakers {
+            if let Err(e) = waker.wake() {
+                error!("waking a poller: {e}");
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .field("phase", &self.state.phase())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Loads the static directory `dir` as `config` asks.
+fn load_site(dir: &std::path::Path, config: &Config) -> io::Result<Arc<StaticSite>> {
+    let site = StaticSite::load(dir, config.static_limits, config.static_dotfiles)
+        .map_err(|e| io::Error::other(format!("--static-dir {}: {e}", dir.display())))?;
+    let skipped = site.summary().skipped_dotfiles;
+    if skipped > 0 {
+        warn!(
+            "--static-dir {}: not serving {skipped} dotfiles or dot-directories \
+             (names starting with '.'); --static-dotfiles serves them",
+            dir.display()
+        );
+    }
+    Ok(Arc::new(site))
+}
+
+/// Runs the uppercut system until every poller has stopped.
+fn run_system(
+    pollers: Vec<Poller>,
+    worker_nice: Option<i32>,
+    pin: bool,
+    started: mpsc::SyncSender<Result<(), String>>,
+) {
+    let scheduler = SchedulerConfig {
+        // One worker per poller: any more would spin while idle.
+        actor_worker_threads: pollers.len(),
+        // Uppercut's extra threads only report logs and metrics, which are off.
+        extra_worker_threads: 0,
+        logging_enabled: false,
+        metric_reporting_enabled: false,
+        metric_reporting_interval: Duration::from_secs(1),
+        // The system ends once every poller (and connection) actor has stopped.
+        eager_shutdown_enabled: true,
+        ..SchedulerConfig::default()
+    };
+    let config = SystemConfig::new(scheduler, Default::default());
+    let pool = ThreadPool::for_config(&config);
+    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice, pin);
+    let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
+        Ok(run) => run,
+        Err(e) => {
+            let _ = started.send(Err(format!("starting the actor system: {e:?}")));
+            return;
+        }
+    };
+    for mut poller in pollers {
+        poller.report_to(Arc::clone(&pool_threads));
+        // The address its connections already send to.
+        let address = poller.address().to_string();
+        run.spawn(&address, move || Box::new(poller));
+        run.send(&address, Envelope::of(Tick));
+    }
+    let _ = started.send(Ok(()));
+    // Dropping the pool waits for its threads, which end with the scheduler.
+    drop(run);
+    drop(pool);
+}

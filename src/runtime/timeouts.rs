@@ -1,0 +1,206 @@
+//! Connection timeouts without a timer per read: each poller keeps a coarse
+//! millisecond clock, refreshed after every `poll`; each connection publishes
+//! one deadline (an atomic, so its poller can read it in either dispatch mode)
+//! that moves with the stage the connection is in; and the poller sweeps the
+//! deadlines of its connections once a second, waking the expired ones.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::config::Timeouts;
+
+/// Milliseconds since the poller started, as of its last wake-up.
+pub(crate) struct CoarseClock {
+    start: Instant,
+    now_ms: AtomicU64,
+}
+
+impl CoarseClock {
+    pub(crate) fn new() -> CoarseClock {
+        CoarseClock {
+            start: Instant::now(),
+            now_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Reads the real clock; only the owning poller calls this.
+    pub(crate) fn refresh(&self) -> u64 {
+        let now = self.start.elapsed().as_millis() as u64;
+        self.now_ms.store(now, Ordering::Relaxed);
+        now
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.now_ms.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for CoarseClock {
+    fn default() -> Self {
+        CoarseClock::new()
+    }
+}
+
+/// What a connection was doing when its deadline passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// A request (or, on a fresh connection, the first one) did not arrive
+    /// whole in time: answer 408, then close.
+    Request,
+    /// Idle between requests: close quietly.
+    Idle,
+    /// The client took none of its backed-up output: close.
+    Write,
+}
+
+/// What a connection reports after each round of work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Activity {
+    /// Part of a request (head or body) has arrived, not all of it.
+    pub mid_request: bool,
+    /// Responses written so far on this connection.
+    pub responses: u64,
+    /// Output waits for the client to read.
+    pub backed_up: bool,
+    /// Some output was written in this round.
+    pub wrote: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Request,
+    Idle,
+    Writing,
+}
+
+/// One connection's stage, since when, and its published deadline.
+pub(crate) struct ConnectionTimer {
+    stage: Stage,
+    since_ms: u64,
+    responses: u64,
+    deadline_ms: Arc<AtomicU64>,
+}
+
+impl ConnectionTimer {
+    /// A fresh connection waits for its first request from `now_ms`.
+    pub(crate) fn new(now_ms: u64, timeouts: &Timeouts) -> ConnectionTimer {
+        let timer = ConnectionTimer {
+            stage: Stage::Request,
+            since_ms: now_ms,
+            responses: 0,
+            deadline_ms: Arc::new(AtomicU64::new(0)),
+        };
+        timer.publish(timeouts);
+        timer
+    }
+
+    /// The deadline the poller sweeps.
+    pub(crate) fn deadline(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.deadline_ms)
+    }
+
+    /// Moves to the stage `activity` shows. The clock of a stage restarts
+    /// when the stage changes, when a request completes (a client that keeps
+    /// pipelining is making progress) and when backed-up output moves.
+    pub(crate) fn update(&mut self, now_ms: u64, activity: Activity, timeouts: &Timeouts) {
+        let stage = if activity.backed_up {
+            Stage::Writing
+        } else if activity.mid_request {
+            Stage::Request
+        } else {
+            Stage::Idle
+        };
+        let progressed = match stage {
+            Stage::Writing => activity.wrote,
+            Stage::Request => activity.responses != self.responses,
+            Stage::Idle => false,
+        };
+        if stage != self.stage || progressed {
+            self.stage = stage;
+            self.since_ms = now_ms;
+        }
+        self.responses = activity.responses;
+        self.publish(timeouts);
+    }
+
+    /// What expired, if the deadline has passed.
+    pub(crate) fn expired(&self, now_ms: u64) -> Option<Expiry> {
+        if !is_past(&self.deadline_ms, now_ms) {
+            return None;
+        }
+        Some(match self.stage {
+            Stage::Request => Expiry::Request,
+            Stage::Idle => Expiry::Idle,
+            Stage::Writing => Expiry::Write,
+        })
+    }
+
+    fn publish(&self, timeouts: &Timeouts) {
+        let limit = match self.stage {
+            Stage::Request => timeouts.header,
+            Stage::Idle => timeouts.keepalive,
+            Stage::Writing => timeouts.write,
+        };
+        let deadline = self.since_ms.saturating_add(limit.as_millis() as u64);
+        self.deadline_ms.store(deadline, Ordering::Relaxed);
+    }
+}
+
+/// Whether a published deadline has passed.
+pub(crate) fn is_past(deadline: &AtomicU64, now_ms: u64) -> bool {
+    now_ms >= deadline.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const TIMEOUTS: Timeouts = Timeouts {
+        header: Duration::from_millis(100),
+        keepalive: Duration::from_millis(1000),
+        write: Duration::from_millis(500),
+        sweep: Duration::from_secs(1),
+    };
+
+    fn activity(mid_request: bool, responses: u64, backed_up: bool, wrote: bool) -> Activity {
+        Activity {
+            mid_request,
+            responses,
+            backed_up,
+            wrote,
+        }
+    }
+
+    #[test]
+    fn a_fresh_connection_must_send_a_request_in_time() {
+        let mut timer = ConnectionTimer::new(0, &TIMEOUTS);
+        timer.update(50, activity(true, 0, false, false), &TIMEOUTS);
+        assert_eq!(timer.expired(99), None);
+        assert_eq!(timer.expired(100), Some(Expiry::Request));
+    }
+
+    #[test]
+    fn completed_requests_restart_the_request_clock() {
+        let mut timer = ConnectionTimer::new(0, &TIMEOUTS);
+        timer.update(90, activity(true, 1, false, false), &TIMEOUTS);
+        assert_eq!(timer.expired(150), None);
+        assert_eq!(timer.expired(190), Some(Expiry::Request));
+    }
+
+    #[test]
+    fn idle_and_writing_have_their_own_limits() {
+        let mut timer = ConnectionTimer::new(0, &TIMEOUTS);
+        timer.update(10, activity(false, 1, false, false), &TIMEOUTS);
+        assert_eq!(timer.expired(1009), None);
+        assert_eq!(timer.expired(1010), Some(Expiry::Idle));
+
+        timer.update(20, activity(false, 2, true, true), &TIMEOUTS);
+        timer.update(400, activity(false, 2, true, false), &TIMEOUTS);
+        assert_eq!(timer.expired(519), None);
+        assert_eq!(timer.expired(520), Some(Expiry::Write));
+        timer.update(510, activity(false, 2, true, true), &TIMEOUTS);
+        assert_eq!(timer.expired(1009), None);
+    }
+}

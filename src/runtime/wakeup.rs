@@ -1,0 +1,253 @@
+//! The wake-up protocol between a poller and its connection actors.
+//!
+//! A poller never sends a connection more than one envelope at a time: it
+//! posts what happened (readable, hung up, deadline passed, upstream answer)
+//! as bits in the connection's [`Mailbox`], and sends a unit [`Wake`] only
+//! when the mailbox was empty. The connection takes every posted bit at once.
+//! So a connection's uppercut mailbox never grows, and a `Wake` costs no
+//! allocation.
+//!
+//! In `system` dispatch the connection actors run on the same uppercut
+//! workers as the pollers, so a poller must not hold its worker blocked in
+//! `poll` while anything it owes an answer to waits for a worker or for it:
+//!
+//! - It counts its [`Outstanding`] wakes (sent, not yet handled) and blocks
+//!   only when there are none; until then it polls without waiting and hands
+//!   its worker back after each round (its one `Tick` goes round the
+//!   scheduler, so the workers run the woken connections in between).
+//! - What a connection sends its poller (`Closed`, an upstream request) is
+//!   counted as [`Mail`] before it is sent; the poller blocks only when none
+//!   is pending, and a connection that mails a poller which has just parked
+//!   wakes it ([`Parking`], which hand-offs of sockets use too).
+//! - A connection sends to its poller only while one of its wakes is
+//!   outstanding, and a stopping poller stops only once none is: nothing is
+//!   ever sent to a poller after it stopped (uppercut's senders panic once
+//!   the system has ended).
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mio::{Token, Waker};
+use uppercut::api::{AnySender, Envelope};
+
+use crate::upstream::pool::UpstreamReply;
+
+/// A poller's own message: run the event loop.
+#[derive(Debug)]
+pub(crate) struct Tick;
+
+/// A connection's message: take what its mailbox holds.
+#[derive(Debug)]
+pub(crate) struct Wake;
+
+/// Sent to the poller (in `system` dispatch) by a connection that closed, so
+/// it frees the token.
+#[derive(Debug)]
+pub(crate) struct Closed(pub Token);
+
+/// The socket may be readable or writable.
+pub(crate) const READY: u8 = 1;
+/// The peer closed its side, or the socket failed: that edge has been
+/// consumed, so read to the end.
+pub(crate) const HANGUP: u8 = 2;
+/// The poller's sweep found the connection's deadline passed.
+pub(crate) const EXPIRE: u8 = 4;
+/// The upstream answered; the answer is in the mailbox.
+pub(crate) const UPSTREAM: u8 = 8;
+/// The connection is closed: nothing posted later is handled.
+const CLOSED: u8 = 0x80;
+
+/// What a poller has posted to one connection since it last looked.
+#[derive(Debug, Default)]
+pub(crate) struct Mailbox {
+    bits: AtomicU8,
+    /// Written by the poller before it posts `UPSTREAM`; a connection has at
+    /// most one upstream request in flight, so this is never contended.
+    upstream: Mutex<Option<UpstreamReply>>,
+}
+
+impl Mailbox {
+    /// Posts `bits`; true when the connection must be sent a [`Wake`] (none
+    /// is pending, and it is open).
+    pub(crate) fn post(&self, bits: u8) -> bool {
+        self.bits.fetch_or(bits, Ordering::AcqRel) == 0
+    }
+
+    /// Leaves the upstream's answer and posts `UPSTREAM`; as [`Mailbox::post`].
+    pub(crate) fn post_upstream(&self, reply: UpstreamReply) -> bool {
+        *self.upstream.lock().unwrap_or_else(|e| e.into_inner()) = Some(reply);
+        self.post(UPSTREAM)
+    }
+
+    /// Takes everything posted; None once closed.
+    pub(crate) fn take(&self) -> Option<u8> {
+        let bits = self.bits.fetch_and(CLOSED, Ordering::AcqRel);
+        (bits & CLOSED == 0).then_some(bits)
+    }
+
+    /// The upstream answer posted with `UPSTREAM`.
+    pub(crate) fn take_upstream(&self) -> Option<UpstreamReply> {
+        self.upstream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Closes the mailbox; true when a `Wake` was sent since the last `take`
+    /// that will now never be handled (uppercut drops a stopped actor's
+    /// queue), so the caller accounts for it.
+    pub(crate) fn close(&self) -> bool {
+        let bits = self.bits.swap(CLOSED, Ordering::AcqRel);
+        bits != 0 && bits & CLOSED == 0
+    }
+}
+
+/// `system` dispatch: the wakes a poller has sent that are not yet handled.
+#[derive(Debug, Default)]
+pub(crate) struct Outstanding(AtomicUsize);
+
+impl Outstanding {
+    /// Counts a wake about to be sent.
+    pub(crate) fn add(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Counts `handled` wakes done.
+    pub(crate) fn done(&self, handled: usize) {
+        self.0.fetch_sub(handled, Ordering::AcqRel);
+    }
+
+    /// True when no wake is outstanding: the poller may block.
+    pub(crate) fn is_zero(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
+    }
+}
+
+/// Whether a poller is parked (about to block, or blocked, in `poll`), and
+/// how to wake it. Whatever another thread leaves for a poller (mail, a
+/// socket handed over) is counted first, SeqCst, then `wake_if_parked` is
+/// called; the poller parks, SeqCst, then reads those counts: either it sees
+/// the work and does not block, or the other side sees it parked and wakes
+/// it.
+#[derive(Debug)]
+pub(crate) struct Parking {
+    parked: AtomicBool,
+    waker: Arc<Waker>,
+}
+
+impl Parking {
+    pub(crate) fn new(waker: Arc<Waker>) -> Parking {
+        Parking {
+            parked: AtomicBool::new(false),
+            waker,
+        }
+    }
+
+    /// Parks the poller unless `waiting` finds work left for it; true when
+    /// it may block. A parked poller calls `unpark` once `poll` returns.
+    pub(crate) fn park(&self, waiting: impl FnOnce() -> bool) -> bool {
+        self.parked.store(true, Ordering::SeqCst);
+        if !waiting() {
+            return true;
+        }
+        self.unpark();
+        false
+    }
+
+    pub(crate) fn unpark(&self) {
+        self.parked.store(false, Ordering::SeqCst);
+    }
+
+    /// Work was just counted for the poller: wake it if it parked.
+    pub(crate) fn wake_if_parked(&self) {
+        if self.parked.load(Ordering::SeqCst) {
+            if let Err(e) = self.waker.wake() {
+                log::error!("waking a poller: {e}");
+            }
+        }
+    }
+}
+
+/// `system` dispatch: messages on their way to a poller.
+#[derive(Debug, Default)]
+pub(crate) struct Mail {
+    pending: AtomicUsize,
+}
+
+impl Mail {
+    /// Sends `envelope` to the poller at `poller`, waking it if it parked.
+    pub(crate) fn send(
+        &self,
+        sender: &dyn AnySender,
+        poller: &str,
+        envelope: Envelope,
+        parking: &Parking,
+    ) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        sender.send(poller, envelope);
+        parking.wake_if_parked();
+    }
+
+    /// The poller took one message.
+    pub(crate) fn received(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// A message is on its way to the poller.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_first_post_asks_for_a_wake() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.post(READY));
+        assert!(!mailbox.post(EXPIRE));
+        assert_eq!(mailbox.take(), Some(READY | EXPIRE));
+        assert!(mailbox.post(HANGUP));
+    }
+
+    #[test]
+    fn closing_accounts_for_a_wake_sent_after_the_last_take() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.post(READY));
+        assert_eq!(mailbox.take(), Some(READY));
+        assert!(!mailbox.close(), "nothing was sent since the take");
+
+        let mailbox = Mailbox::default();
+        assert!(mailbox.post(READY));
+        assert!(mailbox.close(), "the wake sent will never be handled");
+        assert_eq!(mailbox.take(), None);
+        assert!(!mailbox.post(READY), "a closed mailbox asks for no wake");
+    }
+
+    #[test]
+    fn counts_wakes_until_all_are_handled() {
+        let outstanding = Outstanding::default();
+        outstanding.add();
+        outstanding.add();
+        outstanding.done(1);
+        assert!(!outstanding.is_zero());
+        outstanding.done(1);
+        assert!(outstanding.is_zero());
+    }
+
+    #[test]
+    fn a_poller_with_mail_on_its_way_does_not_park() {
+        let poll = mio::Poll::new().unwrap();
+        let parking = Parking::new(Arc::new(Waker::new(poll.registry(), Token(0)).unwrap()));
+        let mail = Mail::default();
+        assert!(parking.park(|| mail.is_pending()));
+        parking.unpark();
+        mail.pending.fetch_add(1, Ordering::SeqCst);
+        assert!(!parking.park(|| mail.is_pending()));
+        assert!(!parking.parked.load(Ordering::SeqCst));
+        mail.received();
+        assert!(parking.park(|| mail.is_pending()));
+    }
+}
