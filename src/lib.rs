@@ -24,8 +24,12 @@ mod runtime;
 mod upstream;
 
 pub use config::{Config, Dispatch, Timeouts, UpstreamConfig};
-pub use http::response::CannedResponse;
+pub use http::method::Method;
+pub use http::response::{CannedResponse, ResponseError};
 pub use observe::access_log::AccessLogTarget;
+pub use routes::actor::{ActorRequest, ActorResponse};
+pub use routes::handler::Response;
+pub use routes::request::Request;
 pub use routes::static_files::{StaticFilesError, StaticLimits};
 pub use routes::static_site::{LoadSummary, StaticSite};
 pub use routes::Routes;

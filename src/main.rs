@@ -4,11 +4,18 @@
 
 use std::process::ExitCode;
 
+use std::fmt::Write;
+
 use log::warn;
+use uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::cli::{parse_args, start_line, version_line, Command, USAGE};
-use uppercut_mio_server::{raise_open_files_limit, Routes, Server};
+use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse};
+use uppercut_mio_server::{Method, Routes, Server};
 
 fn main() -> ExitCode {
+    // Before anything else: a SIGTERM between the start line and
+    // `run_until_signal` must wait for it, not kill the process.
+    block_server_signals();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let config = match parse_args(std::env::args().skip(1)) {
         Ok(Command::Run(config)) => config,
@@ -28,7 +35,7 @@ fn main() -> ExitCode {
     if let Err(e) = raise_open_files_limit() {
         warn!("could not raise the open-files limit: {e}");
     }
-    let server = match Server::start(&config, Routes::standard()) {
+    let server = match Server::start(&config, routes()) {
         Ok(server) => server,
         // The error names the address, the directory or the file itself.
         Err(e) => {
@@ -43,4 +50,45 @@ fn main() -> ExitCode {
     }
     server.run_until_signal();
     ExitCode::SUCCESS
+}
+
+/// The standard routes, and the same `Hello, World!` as a handler route and
+/// as an actor route, so that benchmarks can weigh an actor hop.
+fn routes() -> Routes {
+    Routes::standard()
+        .handler(&[Method::Get], "/hello/handler", |_, response| {
+            let _ = response.header("Content-Type", "text/plain");
+            let _ = response.write_str("Hello, World!");
+        })
+        .actor(&[Method::Get], "/hello/actor", "hello")
+        .spawn("hello", Hello)
+}
+
+/// Answers every request with `Hello, World!`.
+struct Hello;
+
+impl AnyActor for Hello {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            let response = ActorResponse::new(200)
+                .and_then(|response| response.with_header("Content-Type", "text/plain"));
+            if let Ok(response) = response {
+                request.respond(response.with_body("Hello, World!"));
+            }
+        }
+    }
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread, and so in every thread
+/// started after: `Server::run_until_signal` takes them with `sigwait`.
+fn block_server_signals() {
+    // SAFETY: plain libc calls on a sigset_t owned here.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }

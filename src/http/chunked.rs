@@ -50,6 +50,15 @@ impl Default for ChunkedDecoder {
 }
 
 impl ChunkedDecoder {
+    /// Placeholder until the shared decoder lands: skips without data.
+    pub(crate) fn decode(
+        &mut self,
+        input: &[u8],
+        _body: &mut bytes::BytesMut,
+    ) -> Result<Skipped, ErrorStatus> {
+        self.skip(input)
+    }
+
     /// Consumes body bytes from the start of `input`.
     pub(crate) fn skip(&mut self, input: &[u8]) -> Result<Skipped, ErrorStatus> {
         let mut pos = 0;

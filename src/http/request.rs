@@ -7,6 +7,7 @@ use std::mem::MaybeUninit;
 
 pub(crate) use crate::http::headers::list_items;
 use crate::http::headers::read_headers;
+pub(crate) use crate::http::method::Method;
 use crate::http::response::ErrorStatus;
 use crate::http::target::{parse_target, TargetForm};
 use crate::http::version::{version_line, VersionLine};
@@ -17,13 +18,6 @@ pub(crate) const MAX_HEAD_LEN: usize = 8 * 1024;
 pub(crate) const MAX_BODY_LEN: u64 = 1024 * 1024;
 /// Header slots offered to httparse; more headers than this answer 431.
 const MAX_HEADERS: usize = 64;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Method {
-    Get,
-    Head,
-    Other,
-}
 
 /// How the body that follows a head is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,11 +126,7 @@ fn complete<'b>(
     headers: &[httparse::Header<'b>],
     head_len: usize,
 ) -> ParsedHead<'b> {
-    let method = match line.method {
-        "GET" => Method::Get,
-        "HEAD" => Method::Head,
-        _ => Method::Other,
-    };
+    let method = Method::parse(line.method);
     // A target in none of the forms its method may use is a malformed
     // request (RFC 9112 §3.2), not a missing resource.
     let Some(target) = parse_target(line.target, line.method) else {
@@ -265,7 +255,16 @@ mod tests {
         assert!(head("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive);
         assert_eq!(
             head("DELETE / HTTP/1.1\r\nHost: a\r\n\r\n").method,
+            Method::Delete
+        );
+        assert_eq!(
+            head("TRACE / HTTP/1.1\r\nHost: a\r\n\r\n").method,
             Method::Other
+        );
+        assert_eq!(
+            head("get / HTTP/1.1\r\nHost: a\r\n\r\n").method,
+            Method::Other,
+            "methods are case-sensitive"
         );
     }
 

@@ -5,6 +5,9 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::http::date::DATE_LEN;
+pub use crate::http::response_fields::ResponseError;
+use crate::http::response_fields::{check_header, check_status};
+pub(crate) use crate::http::status::ErrorStatus;
 
 pub(crate) const SERVER_NAME: &str = "uppercut-mio-server";
 
@@ -43,12 +46,40 @@ pub struct CannedResponse {
 }
 
 impl CannedResponse {
-    /// Builds a response; `Server`, `Content-Length` and `Date` are added here.
+    /// Builds a response; `Server`, `Content-Length`, `Date` and, as the
+    /// request needs it, `Connection` are added here.
+    ///
+    /// # Panics
+    /// On a header the server writes itself, a malformed header, or a
+    /// status that is not a final response's: see [`CannedResponse::try_new`],
+    /// which returns the error instead.
     pub fn new(status: u16, reason: &str, headers: &[(&str, &str)], body: Bytes) -> Self {
+        match CannedResponse::try_new(status, reason, headers, body) {
+            Ok(response) => response,
+            Err(e) => panic!("CannedResponse::new: {e}"),
+        }
+    }
+
+    /// Builds a response as [`CannedResponse::new`] does, or says why not.
+    pub fn try_new(
+        status: u16,
+        reason: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<Self, ResponseError> {
+        check_status(status)?;
+        if reason.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+            return Err(ResponseError::InvalidStatus(status));
+        }
+        for (name, value) in headers {
+            check_header(name, value)?;
+        }
         let length = body.len().to_string();
         let mut headers = headers.to_vec();
         headers.push(("Content-Length", &length));
-        CannedResponse::with_exact_headers(status, reason, &headers, body)
+        Ok(CannedResponse::with_exact_headers(
+            status, reason, &headers, body,
+        ))
     }
 
     /// A 304 Not Modified with these headers besides `Server` and `Date`.
@@ -81,6 +112,9 @@ impl CannedResponse {
     }
 
     /// A 200 response with this content type and body.
+    ///
+    /// # Panics
+    /// On a content type with a control character.
     pub fn ok(content_type: &str, body: impl Into<Bytes>) -> Self {
         CannedResponse::new(200, "OK", &[("Content-Type", content_type)], body.into())
     }
@@ -108,53 +142,6 @@ impl CannedResponse {
         out.extend_from_slice(persistence.head_end());
         if !head_only {
             out.extend_from_slice(&self.body);
-        }
-    }
-}
-
-/// A 200 response whose body is known only at run time (the upstream's JSON):
-/// everything up to the Content-Length value is built once.
-#[derive(Debug, Clone)]
-pub(crate) struct DynamicResponse {
-    /// Status line and headers, ending with `Content-Length: `.
-    head: Bytes,
-}
-
-impl DynamicResponse {
-    /// A response with this status whose body is known only at run time.
-    pub(crate) fn new(status: u16, reason: &str, content_type: &str) -> DynamicResponse {
-        let head = format!(
-            "HTTP/1.1 {status} {reason}\r\nServer: {SERVER_NAME}\r\nContent-Type: {content_type}\r\nContent-Length: "
-        );
-        DynamicResponse {
-            head: Bytes::from(head),
-        }
-    }
-
-    pub(crate) fn ok(content_type: &str) -> DynamicResponse {
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nServer: {SERVER_NAME}\r\nContent-Type: {content_type}\r\nContent-Length: "
-        );
-        DynamicResponse {
-            head: Bytes::from(head),
-        }
-    }
-
-    pub(crate) fn write(
-        &self,
-        out: &mut BytesMut,
-        body: &[u8],
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
-    ) {
-        out.extend_from_slice(&self.head);
-        write_decimal(out, body.len());
-        out.extend_from_slice(b"\r\nDate: ");
-        out.extend_from_slice(date);
-        out.extend_from_slice(persistence.head_end());
-        if !head_only {
-            out.extend_from_slice(body);
         }
     }
 }
@@ -204,97 +191,6 @@ fn write_decimal(out: &mut BytesMut, mut value: usize) {
     out.extend_from_slice(&digits[start..]);
 }
 
-/// The error statuses this server answers with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorStatus {
-    BadRequest,
-    NotFound,
-    MethodNotAllowed,
-    RequestTimeout,
-    PayloadTooLarge,
-    UriTooLong,
-    HeaderFieldsTooLarge,
-    NotImplemented,
-    BadGateway,
-    ServiceUnavailable,
-    GatewayTimeout,
-    HttpVersionNotSupported,
-}
-
-impl ErrorStatus {
-    pub const ALL: [ErrorStatus; 12] = [
-        ErrorStatus::BadRequest,
-        ErrorStatus::NotFound,
-        ErrorStatus::MethodNotAllowed,
-        ErrorStatus::RequestTimeout,
-        ErrorStatus::PayloadTooLarge,
-        ErrorStatus::UriTooLong,
-        ErrorStatus::HeaderFieldsTooLarge,
-        ErrorStatus::NotImplemented,
-        ErrorStatus::BadGateway,
-        ErrorStatus::ServiceUnavailable,
-        ErrorStatus::GatewayTimeout,
-        ErrorStatus::HttpVersionNotSupported,
-    ];
-
-    pub fn code(self) -> u16 {
-        match self {
-            ErrorStatus::BadRequest => 400,
-            ErrorStatus::NotFound => 404,
-            ErrorStatus::MethodNotAllowed => 405,
-            ErrorStatus::RequestTimeout => 408,
-            ErrorStatus::PayloadTooLarge => 413,
-            ErrorStatus::UriTooLong => 414,
-            ErrorStatus::HeaderFieldsTooLarge => 431,
-            ErrorStatus::NotImplemented => 501,
-            ErrorStatus::BadGateway => 502,
-            ErrorStatus::ServiceUnavailable => 503,
-            ErrorStatus::GatewayTimeout => 504,
-            ErrorStatus::HttpVersionNotSupported => 505,
-        }
-    }
-
-    pub fn reason(self) -> &'static str {
-        match self {
-            ErrorStatus::BadRequest => "Bad Request",
-            ErrorStatus::NotFound => "Not Found",
-            ErrorStatus::MethodNotAllowed => "Method Not Allowed",
-            ErrorStatus::RequestTimeout => "Request Timeout",
-            ErrorStatus::PayloadTooLarge => "Payload Too Large",
-            ErrorStatus::UriTooLong => "URI Too Long",
-            ErrorStatus::HeaderFieldsTooLarge => "Request Header Fields Too Large",
-            ErrorStatus::NotImplemented => "Not Implemented",
-            ErrorStatus::BadGateway => "Bad Gateway",
-            ErrorStatus::ServiceUnavailable => "Service Unavailable",
-            ErrorStatus::GatewayTimeout => "Gateway Timeout",
-            ErrorStatus::HttpVersionNotSupported => "HTTP Version Not Supported",
-        }
-    }
-
-    /// Whether the request stream can go on after this error. Routing and
-    /// upstream errors leave the framing intact; after the others we cannot
-    /// tell where the next request starts.
-    pub fn keeps_connection(self) -> bool {
-        matches!(
-            self,
-            ErrorStatus::NotFound
-                | ErrorStatus::MethodNotAllowed
-                | ErrorStatus::BadGateway
-                | ErrorStatus::ServiceUnavailable
-                | ErrorStatus::GatewayTimeout
-        )
-    }
-
-    pub fn canned(self) -> CannedResponse {
-        let body = format!("{} {}\n", self.code(), self.reason());
-        let mut headers = vec![("Content-Type", "text/plain; charset=utf-8")];
-        if self == ErrorStatus::MethodNotAllowed {
-            headers.push(("Allow", "GET, HEAD"));
-        }
-        CannedResponse::new(self.code(), self.reason(), &headers, Bytes::from(body))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,27 +222,6 @@ mod tests {
         let expected =
             "HTTP/1.1 304 Not Modified\r\nServer: uppercut-mio-server\r\nETag: \"1\"\r\n\
             Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n";
-        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
-    }
-
-    #[test]
-    fn writes_a_dynamic_body_with_its_length() {
-        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
-        let mut out = BytesMut::new();
-        let json = DynamicResponse::ok("application/json");
-        json.write(
-            &mut out,
-            b"[0,1,2,3,4,5,6,7,8,9]",
-            date,
-            Persistence::KeepAlive,
-            false,
-        );
-        json.write(&mut out, b"", date, Persistence::Close, false);
-        let expected =
-            "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: application/json\r\n\
-            Content-Length: 21\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n[0,1,2,3,4,5,6,7,8,9]\
-            HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: application/json\r\n\
-            Content-Length: 0\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\n";
         assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
     }
 }

@@ -15,7 +15,7 @@ use crate::observe::access_log::{record, LogShared};
 const MAX_FIELD: usize = 2048;
 
 /// One connection's part of the log: the line of the request in progress.
-pub struct AccessRecorder {
+pub(crate) struct AccessRecorder {
     log: Arc<LogShared>,
     peer: Option<IpAddr>,
     /// The line without its status and length, which go at `split`. Its
@@ -44,7 +44,7 @@ impl AccessRecorder {
 
     /// A request head arrived (whole, or as much as there is of one that is
     /// refused): keep what its line needs.
-    pub fn request(&mut self, head: &[u8], date: &[u8; DATE_LEN]) {
+    pub(crate) fn request(&mut self, head: &[u8], date: &[u8; DATE_LEN]) {
         let mut lines = head.split(|&b| b == b'\n');
         let request_line = lines.next().unwrap_or_default();
         let (mut referer, mut user_agent) = (None, None);
@@ -73,7 +73,7 @@ impl AccessRecorder {
 
     /// The response to the request reported last (or, if none was, to a
     /// connection that timed out before sending one) was written.
-    pub fn response(&mut self, status: u16, body_len: usize, date: &[u8; DATE_LEN]) {
+    pub(crate) fn response(&mut self, status: u16, body_len: usize, date: &[u8; DATE_LEN]) {
         if self.line.is_empty() {
             self.begin(None, date);
             self.line.extend_from_slice(b" \"-\" \"-\"\n");

@@ -19,16 +19,17 @@ const STATUS_SLOTS: usize = STATUS_CODES.len() + 1;
 
 /// Why a connection timed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeoutKind {
+pub(crate) enum TimeoutKind {
     Header,
     Idle,
     Write,
 }
 
 impl TimeoutKind {
-    pub const ALL: [TimeoutKind; 3] = [TimeoutKind::Header, TimeoutKind::Idle, TimeoutKind::Write];
+    pub(crate) const ALL: [TimeoutKind; 3] =
+        [TimeoutKind::Header, TimeoutKind::Idle, TimeoutKind::Write];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             TimeoutKind::Header => "header",
             TimeoutKind::Idle => "idle",
@@ -39,7 +40,7 @@ impl TimeoutKind {
 
 /// How an upstream request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamResult {
+pub(crate) enum UpstreamResult {
     Ok,
     Refused,
     Timeout,
@@ -48,7 +49,7 @@ pub enum UpstreamResult {
 }
 
 impl UpstreamResult {
-    pub const ALL: [UpstreamResult; 5] = [
+    pub(crate) const ALL: [UpstreamResult; 5] = [
         UpstreamResult::Ok,
         UpstreamResult::Refused,
         UpstreamResult::Timeout,
@@ -56,7 +57,7 @@ impl UpstreamResult {
         UpstreamResult::QueueFull,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             UpstreamResult::Ok => "ok",
             UpstreamResult::Refused => "refused",
@@ -68,7 +69,7 @@ impl UpstreamResult {
 
     /// Refused covers every way of not getting a connection; bad_response
     /// every answer that arrived, or broke off, unusable.
-    pub fn of(result: &Result<impl Sized, UpstreamFailure>) -> UpstreamResult {
+    pub(crate) fn of(result: &Result<impl Sized, UpstreamFailure>) -> UpstreamResult {
         match result {
             Ok(_) => UpstreamResult::Ok,
             Err(UpstreamFailure::Refused | UpstreamFailure::ConnectFailed) => {
@@ -87,7 +88,7 @@ impl UpstreamResult {
 /// once, so with an atomic add.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-pub struct PollerMetrics {
+pub(crate) struct PollerMetrics {
     exclusive: bool,
     pub accepted: AtomicU64,
     pub closed: AtomicU64,
@@ -106,7 +107,7 @@ pub struct PollerMetrics {
 }
 
 impl PollerMetrics {
-    pub fn new(dispatch: Dispatch) -> PollerMetrics {
+    pub(crate) fn new(dispatch: Dispatch) -> PollerMetrics {
         PollerMetrics {
             exclusive: dispatch == Dispatch::Local,
             ..PollerMetrics::default()
@@ -115,7 +116,7 @@ impl PollerMetrics {
 
     /// Adds `n` to one of this poller's counters.
     #[inline]
-    pub fn add(&self, counter: &AtomicU64, n: u64) {
+    pub(crate) fn add(&self, counter: &AtomicU64, n: u64) {
         if self.exclusive {
             counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
         } else {
@@ -125,7 +126,7 @@ impl PollerMetrics {
 
     /// Counts a response by the status on its first line (`HTTP/1.1 NNN`).
     #[inline]
-    pub fn response(&self, response: &[u8]) {
+    pub(crate) fn response(&self, response: &[u8]) {
         let status = match response.get(9..12) {
             Some(&[a, b, c]) if [a, b, c].iter().all(u8::is_ascii_digit) => {
                 u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
@@ -137,7 +138,7 @@ impl PollerMetrics {
 
     /// Counts a response with `status`.
     #[inline]
-    pub fn status(&self, status: u16) {
+    pub(crate) fn status(&self, status: u16) {
         let slot = STATUS_CODES
             .iter()
             .position(|&code| code == status)
@@ -145,35 +146,35 @@ impl PollerMetrics {
         self.add(&self.responses[slot], 1);
     }
 
-    pub fn timeout(&self, kind: TimeoutKind) {
+    pub(crate) fn timeout(&self, kind: TimeoutKind) {
         self.add(&self.timeouts[kind as usize], 1);
     }
 
-    pub fn upstream(&self, result: UpstreamResult) {
+    pub(crate) fn upstream(&self, result: UpstreamResult) {
         self.add(&self.upstream[result as usize], 1);
     }
 
-    pub fn set_upstream_links(&self, idle: usize, busy: usize) {
+    pub(crate) fn set_upstream_links(&self, idle: usize, busy: usize) {
         self.upstream_idle.store(idle as u64, Ordering::Relaxed);
         self.upstream_busy.store(busy as u64, Ordering::Relaxed);
     }
 
     /// Responses sent with each status: `STATUS_CODES` in order, then others.
-    pub fn responses(&self) -> [u64; STATUS_SLOTS] {
+    pub(crate) fn responses(&self) -> [u64; STATUS_SLOTS] {
         std::array::from_fn(|slot| self.responses[slot].load(Ordering::Relaxed))
     }
 
-    pub fn timeouts(&self, kind: TimeoutKind) -> u64 {
+    pub(crate) fn timeouts(&self, kind: TimeoutKind) -> u64 {
         self.timeouts[kind as usize].load(Ordering::Relaxed)
     }
 
-    pub fn upstream_results(&self, result: UpstreamResult) -> u64 {
+    pub(crate) fn upstream_results(&self, result: UpstreamResult) -> u64 {
         self.upstream[result as usize].load(Ordering::Relaxed)
     }
 
     /// Connections open now. Closes are read first, so a connection accepted
     /// and closed between the two reads cannot make the count negative.
-    pub fn open(&self) -> u64 {
+    pub(crate) fn open(&self) -> u64 {
         let closed = self.closed.load(Ordering::Relaxed);
         self.accepted.load(Ordering::Relaxed).saturating_sub(closed)
     }

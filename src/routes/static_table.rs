@@ -19,7 +19,14 @@ use crate::routes::etag::{if_none_match, strong_etag};
 use crate::routes::percent::normalize_path;
 use crate::routes::static_files::{LoadedDir, LoadedFile};
 use crate::routes::static_response::{PartialResponse, RedirectResponse};
-use crate::routes::Revalidation;
+
+/// How a route with an entity tag answers a conditional request.
+#[derive(Debug, Clone)]
+pub(crate) struct Revalidation {
+    /// The strong entity tag of the route's response, with its quotes.
+    pub etag: Box<[u8]>,
+    pub not_modified: CannedResponse,
+}
 
 /// Which static response answers a request, and from which load. It is
 /// `Copy`, so it can wait in the exchange while a request body arrives.
@@ -114,7 +121,7 @@ impl StaticTable {
         } else {
             *self.by_path.get(head.path)?
         };
-        if head.method == Method::Other {
+        if !matches!(head.method, Method::Get | Method::Head) {
             return Some(Err(ErrorStatus::MethodNotAllowed));
         }
         let (target, kind) = match target {

@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use log::debug;
@@ -24,12 +25,12 @@ use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
-use crate::request_stream::{RequestStream, OUTPUT_HIGH_WATER};
+use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
+use crate::routes::actor::{ActorRequest, ReplyTo};
 use crate::runtime::shared::Shared;
 use crate::runtime::socket::write_until_blocked;
 use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
-use crate::runtime::wakeup::{Closed, Mailbox, Wake, EXPIRE, HANGUP, READY, UPSTREAM};
-use crate::upstream::pool::{UpstreamReply, UpstreamRequest};
+use crate::runtime::wakeup::{Closed, Mailbox, Wake, EXPIRE, HANGUP, READY, REPLY};
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
@@ -67,8 +68,8 @@ pub(crate) struct Connection {
     /// Some output was written in the current round of work.
     wrote: bool,
     timer: ConnectionTimer,
-    /// The upstream request this connection waits for.
-    upstream_id: Option<u64>,
+    /// The actor call this connection waits for, and how long it may.
+    call: Option<(u64, Duration)>,
     /// The peer closed its side or the socket failed: no further readiness
     /// edge will come, so reads go on to the end.
     hung_up: bool,
@@ -96,7 +97,7 @@ impl Connection {
             writable_interest: false,
             wrote: false,
             timer,
-            upstream_id: None,
+            call: None,
             hung_up: false,
             mailbox: Arc::default(),
         }
@@ -117,33 +118,49 @@ impl Connection {
         self.timer.expired(now_ms).is_some()
     }
 
-    /// The upstream answered: write its response, then carry on.
-    fn complete_upstream(
-        &mut self,
-        reply: UpstreamReply,
-        scratch: &mut Scratch,
-    ) -> io::Result<Flow> {
-        self.upstream_id = None;
+    /// The call ended (answered, or not in time): write its response, then
+    /// carry on.
+    fn complete_call(&mut self, end: CallEnd, scratch: &mut Scratch) -> io::Result<Flow> {
+        self.call = None;
         let date = self.shared.date.current();
-        self.stream.complete_upstream(
-            reply.result,
-            &self.shared.routes,
-            &date,
-            &mut scratch.output,
-        );
+        let routes = &self.shared.routes;
+        self.stream
+            .complete_call(end, routes, &date, &mut scratch.output);
         self.write_batch(&mut scratch.output)?;
         self.drive(scratch)
     }
 
-    /// Asks the poller's upstream pool for the answer the stream waits for.
-    fn request_upstream(&mut self, sender: &mut dyn AnySender) {
-        let id = self.shared.upstream_ids.fetch_add(1, Ordering::Relaxed);
-        self.upstream_id = Some(id);
-        let request = UpstreamRequest {
-            id,
-            token: self.token,
+    /// Sends the request an actor route made to its actor, with where the
+    /// answer goes: the poller's reply queue.
+    fn send_call(&mut self, call: Call, sender: &mut dyn AnySender) {
+        let shared = &self.shared;
+        let id = shared.call_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        let route = shared.routes.actor_at(call.actor);
+        self.call = Some((id, route.timeout));
+        self.mailbox.await_call(id);
+        shared.calls.started();
+        let reply_to = ReplyTo {
+            replies: Arc::clone(&shared.replies),
+            key: self.token.0,
+            call: id,
         };
-        to_poller(&self.shared, Envelope::of(request), sender);
+        let (data, head_len) = (call.data, call.head_len);
+        let request =
+            ActorRequest::new(call.method, data, head_len, call.path, call.query, reply_to);
+        match &route.address {
+            Some(address) => sender.send(address, Envelope::of(request)),
+            // The poller's own upstream pool.
+            None => to_poller(shared, Envelope::of(request), sender),
+        }
+    }
+
+    /// Ends the call on this side; the answer, if it still comes, is dropped.
+    fn abandon_call(&mut self) {
+        if let Some((id, _)) = self.call.take() {
+            if self.mailbox.abandon(id) {
+                self.shared.calls.ended();
+            }
+        }
     }
 
     /// The deadline passed when the poller swept: if it still stands, close,
@@ -169,13 +186,18 @@ impl Connection {
                 self.count_timeout(TimeoutKind::Write);
                 Ok(Flow::Close)
             }
+            Some(Expiry::Reply) => {
+                self.abandon_call();
+                self.complete_call(CallEnd::TimedOut, scratch)
+            }
         }
     }
 
-    /// Handles everything the poller posted: the upstream's answer first (it
+    /// Handles everything the poller posted: an actor's answer first (it
     /// may release pipelined requests), then readiness, then the deadline,
-    /// which the work before it may have moved.
-    fn handle(&mut self, posted: u8) -> io::Result<Flow> {
+    /// which the work before it may have moved; then sends the call the
+    /// last request made, if it made one.
+    fn handle(&mut self, posted: u8, sender: &mut dyn AnySender) -> io::Result<Flow> {
         self.hung_up |= posted & HANGUP != 0;
         self.wrote = false;
         SCRATCH.with(|scratch| {
@@ -184,11 +206,9 @@ impl Connection {
             // trust what a previous user (or a panic) left in it.
             scratch.output.clear();
             let mut flow = Ok(Flow::Open);
-            if posted & UPSTREAM != 0 {
-                if let Some(reply) = self.mailbox.take_upstream() {
-                    if self.upstream_id == Some(reply.id) {
-                        flow = self.complete_upstream(reply, scratch);
-                    }
+            if posted & REPLY != 0 {
+                if let Some(outcome) = self.mailbox.take_reply() {
+                    flow = self.complete_call(CallEnd::Outcome(outcome), scratch);
                 }
             }
             if matches!(flow, Ok(Flow::Open)) && posted & (READY | HANGUP) != 0 {
@@ -204,6 +224,9 @@ impl Connection {
                 flow = self.expire(scratch);
             }
             if matches!(flow, Ok(Flow::Open)) {
+                if let Some(call) = self.stream.take_call() {
+                    self.send_call(call, sender);
+                }
                 self.note_activity();
             } else {
                 self.discard_unread(scratch);
@@ -219,6 +242,7 @@ impl Connection {
             responses: self.stream.responses(),
             backed_up: !self.output.is_empty(),
             wrote: self.wrote,
+            awaiting: self.call.map(|(_, timeout)| timeout),
         };
         let now = self.shared.clock.now_ms();
         self.timer.update(now, activity, &self.shared.timeouts);
@@ -236,6 +260,7 @@ impl Connection {
     /// before uppercut drops the actor (and the socket), so the socket leaves
     /// the poll set now.
     fn close(&mut self, sender: &mut dyn AnySender) {
+        self.abandon_call();
         let unhandled = usize::from(self.mailbox.close());
         // In `local` dispatch the poller drops the connection, socket and
         // all, as soon as this returns.
@@ -283,13 +308,8 @@ impl AnyActor for Connection {
         let Some(posted) = self.mailbox.take() else {
             return;
         };
-        match self.handle(posted) {
-            Ok(Flow::Open) => {
-                if self.stream.awaiting_upstream() && self.upstream_id.is_none() {
-                    self.request_upstream(sender);
-                }
-                self.handled(1);
-            }
+        match self.handle(posted, sender) {
+            Ok(Flow::Open) => self.handled(1),
             Ok(Flow::Close) => self.close(sender),
             Err(e) => {
                 debug!("connection {:?}: {e}", self.token);
@@ -302,6 +322,11 @@ impl AnyActor for Connection {
     // it the socket); the poller must still learn of it and get its wake
     // back. (In `local` dispatch the poller contains the panic itself.)
     fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {
+        if let Some((id, _)) = self.call {
+            if self.mailbox.abandon(id) {
+                self.shared.calls.ended();
+            }
+        }
         if self.shared.dispatch == Dispatch::System {
             let unhandled = usize::from(self.mailbox.close());
             to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);

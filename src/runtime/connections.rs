@@ -11,13 +11,13 @@ use mio::Token;
 use uppercut::api::{Actor, AnySender, Envelope};
 
 use crate::config::Dispatch;
+use crate::routes::actor::Delivery;
 use crate::runtime::connection::Connection;
 use crate::runtime::local_dispatch::deliver_locally;
 use crate::runtime::shared::Shared;
 use crate::runtime::slab::Slab;
 use crate::runtime::timeouts::is_past;
 use crate::runtime::wakeup::{Mailbox, Wake, EXPIRE, READY};
-use crate::upstream::pool::UpstreamReply;
 
 /// A connection actor in `system` dispatch, as its poller knows it.
 struct SpawnedConnection {
@@ -106,15 +106,18 @@ impl Connections {
         }
     }
 
-    /// Leaves the upstream's answer in a connection's mailbox and wakes it.
-    pub(crate) fn notify_upstream(
-        &mut self,
-        key: usize,
-        reply: UpstreamReply,
-        sender: &mut dyn AnySender,
-    ) {
-        let mailbox = self.mailbox(key);
-        if mailbox.is_some_and(|mailbox| mailbox.post_upstream(reply)) {
+    /// Leaves an actor's answer in the mailbox of the connection that
+    /// awaits it and wakes it; an answer no longer awaited is dropped.
+    pub(crate) fn deliver(&mut self, delivery: Delivery, sender: &mut dyn AnySender) {
+        let Delivery { key, call, outcome } = delivery;
+        let Some(mailbox) = self.mailbox(key) else {
+            return;
+        };
+        let Some(wake) = mailbox.post_reply(call, outcome) else {
+            return;
+        };
+        self.shared.calls.ended();
+        if wake {
             self.wake(key, sender);
         }
     }

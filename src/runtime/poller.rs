@@ -25,7 +25,7 @@
 //! envelope never waits for a poller blocked in `poll`.
 
 use std::io::{self, ErrorKind};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
 use log::{debug, warn};
@@ -34,6 +34,7 @@ use mio::{Events, Interest, Poll, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
+use crate::routes::actor::{ActorRequest, Delivery};
 use crate::runtime::balance::Placement;
 use crate::runtime::connections::Connections;
 use crate::runtime::lifecycle::Phase;
@@ -41,7 +42,7 @@ use crate::runtime::pool_threads::PoolThreads;
 use crate::runtime::shared::Shared;
 use crate::runtime::socket::is_out_of_resources;
 use crate::runtime::wakeup::{Closed, Tick, HANGUP, READY};
-use crate::upstream::pool::{self as upstream, UpstreamPool, UpstreamReply, UpstreamRequest};
+use crate::upstream::pool::{self as upstream, UpstreamPool};
 
 pub(crate) const LISTENER: Token = Token(usize::MAX - 1);
 pub(crate) const WAKER: Token = Token(usize::MAX - 2);
@@ -72,6 +73,10 @@ pub(crate) struct Poller {
     /// Sockets other pollers handed over, taken each round (kept, so taking
     /// them allocates nothing).
     handed: Vec<TcpStream>,
+    /// Actors' answers, taken each round (kept, as above).
+    deliveries: Vec<Delivery>,
+    /// Dropped with the poller, which tells the server it has stopped.
+    running: Option<mpsc::Sender<()>>,
 }
 
 impl Poller {
@@ -94,6 +99,8 @@ impl Poller {
             upstream,
             pool_threads: None,
             handed: Vec::new(),
+            deliveries: Vec::new(),
+            running: None,
         })
     }
 
@@ -101,6 +108,11 @@ impl Poller {
     /// tells uppercut's scheduler thread from the workers by it.
     pub(crate) fn report_to(&mut self, pool_threads: Arc<PoolThreads>) {
         self.pool_threads = Some(pool_threads);
+    }
+
+    /// Keeps `running` until uppercut drops this poller, after it stopped.
+    pub(crate) fn hold_until_dropped(&mut self, running: mpsc::Sender<()>) {
+        self.running = Some(running);
     }
 
     /// This poller's actor address.
@@ -121,9 +133,13 @@ impl Poller {
         let sweep = self.shared.timeouts.sweep;
         // Mail or a socket handed over while this poller blocked would wait
         // for it (see `wakeup::Parking`).
+        let shared = &self.shared;
         let block = block
-            && self.shared.parking.park(|| {
-                self.shared.mail.is_pending() || self.shared.balance.has_queued(self.shared.index)
+            && !shared.calls.any()
+            && shared.parking.park(|| {
+                shared.mail.is_pending()
+                    || shared.balance.has_queued(shared.index)
+                    || shared.replies.is_pending()
             });
         let timeout = match block {
             true => (!self.connections.is_empty()).then_some(sweep),
@@ -178,35 +194,37 @@ impl Poller {
                 pool.expire(now_ms, self.poll.registry());
             }
         }
-        self.settle_upstream(sender);
+        self.settle_calls(sender);
         found
     }
 
-    /// Passes connections' requests to the upstream pool and its answers
-    /// back, until neither is left (an answer can release the next request
-    /// of a pipeline).
-    fn settle_upstream(&mut self, sender: &mut dyn AnySender) {
+    /// Passes connections' requests to the upstream pool and actors'
+    /// answers to the connections, until neither is left (an answer can
+    /// release the next request of a pipeline).
+    fn settle_calls(&mut self, sender: &mut dyn AnySender) {
         loop {
-            let Some(pool) = &mut self.upstream else {
-                return;
-            };
             let now_ms = self.shared.clock.now_ms();
             for envelope in self.connections.inbox.drain(..) {
-                if let Ok(request) = envelope.message.downcast::<UpstreamRequest>() {
-                    pool.submit(*request, now_ms, self.poll.registry());
+                if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+                    match &mut self.upstream {
+                        Some(pool) => pool.submit(*request, now_ms, self.poll.registry()),
+                        // Dropped unanswered: 502.
+                        None => drop(request),
+                    }
                 }
             }
-            let replies = pool.take_replies();
-            if replies.is_empty() {
-                return pool.publish_links();
+            let mut deliveries = std::mem::take(&mut self.deliveries);
+            self.shared.replies.take(&mut deliveries);
+            let found = !deliveries.is_empty();
+            for delivery in deliveries.drain(..) {
+                self.connections.deliver(delivery, sender);
             }
-            for (request, result) in replies {
-                let reply = UpstreamReply {
-                    id: request.id,
-                    result,
-                };
-                self.connections
-                    .notify_upstream(request.token.0, reply, sender);
+            self.deliveries = deliveries;
+            if !found {
+                if let Some(pool) = &self.upstream {
+                    pool.publish_links();
+                }
+                return;
             }
         }
     }
@@ -317,11 +335,14 @@ impl Poller {
         self.shared.release(closed);
     }
 
-    /// `local`: run the loop until idle, the slice is used up, or the phase changes.
+    /// `local`: run the loop until idle, the slice is used up, or the phase
+    /// changes; or for one round while connections wait for actors, which
+    /// need a worker to answer on.
     fn run_local(&mut self, sender: &mut dyn AnySender) {
         let slice_end = Instant::now() + LOCAL_SLICE;
         let phase = self.shared.server.phase();
         while self.poll_once(true, sender)
+            && !self.shared.calls.any()
             && Instant::now() < slice_end
             && self.shared.server.phase() == phase
             && !(phase == Phase::Draining && self.connections.is_empty())
@@ -358,10 +379,10 @@ impl AnyActor for Poller {
             }
             return;
         }
-        if envelope.message.is::<UpstreamRequest>() {
+        if envelope.message.is::<ActorRequest>() {
             self.shared.mail.received();
             self.connections.inbox.push(envelope);
-            return self.settle_upstream(sender);
+            return self.settle_calls(sender);
         }
         if !envelope.message.is::<Tick>() {
             return;

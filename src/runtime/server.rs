@@ -25,6 +25,7 @@ use crate::http::date::DateCache;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
+use crate::routes::actor::Replies;
 use crate::routes::static_site::StaticSite;
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
@@ -35,9 +36,9 @@ use crate::runtime::pool_threads::{PoolThreads, SYSTEM_WORKER_NICE};
 use crate::runtime::shared::Shared;
 use crate::runtime::signals::{Blocked, Signal};
 use crate::runtime::timeouts::CoarseClock;
-use crate::runtime::wakeup::{Mail, Outstanding, Parking, Tick};
+use crate::runtime::wakeup::{Calls, Mail, Outstanding, Parking, Tick};
 use crate::upstream::pool::UpstreamPool;
-use uppercut::api::Envelope;
+use uppercut::api::{Actor, Envelope};
 
 /// Where `--upstream`'s JSON is served.
 pub(crate) const UPSTREAM_PATH: &str = "/io";
@@ -90,8 +91,8 @@ impl Server {
             Some(site) => routes.with_static_site(Arc::clone(site)),
             None => routes,
         };
-        let routes = match config.upstream {
-            Some(_) => routes.with_upstream(UPSTREAM_PATH),
+        let routes = match &config.upstream {
+            Some(upstream) => routes.with_upstream(UPSTREAM_PATH, upstream.timeout),
             None => routes,
         };
         let routes = Arc::new(routes);
@@ -126,6 +127,7 @@ impl Server {
         let mut actors = Vec::with_capacity(pollers);
         let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
         for (index, ((poll, listener), parking)) in pollers_and_listeners.enumerate() {
+            let wake_parked = Arc::clone(parking);
             let shared = Arc::new(Shared {
                 routes: Arc::clone(&routes),
                 date: DateCache::new(SystemTime::now()),
@@ -135,7 +137,9 @@ impl Server {
                 registry: poll.registry().try_clone()?,
                 poller: format!("poller-{index}"),
                 server: Arc::clone(&state),
-                upstream_ids: AtomicU64::new(0),
+                call_ids: AtomicU64::new(0),
+                calls: Calls::default(),
+                replies: Arc::new(Replies::new(Box::new(move || wake_parked.wake_if_parked()))),
                 outstanding: Outstanding::default(),
                 mail: Mail::default(),
                 parking: Arc::clone(parking),
@@ -154,10 +158,14 @@ impl Server {
         let pin = config.pin;
         let (started_tx, started_rx) = mpsc::sync_channel(1);
         let (ended_tx, ended) = mpsc::channel();
+        let route_actors = RouteActors {
+            spawns: routes.take_spawns(),
+            addresses: routes.spawned_addresses().map(String::from).collect(),
+        };
         let system = thread::Builder::new()
             .name("uppercut-system".into())
             .spawn(move || {
-                run_system(actors, worker_nice, pin, started_tx);
+                run_system(actors, route_actors, worker_nice, pin, started_tx);
                 drop(ended_tx);
             })?;
         match started_rx.recv() {
@@ -328,9 +336,17 @@ fn load_site(dir: &std::path::Path, config: &Config) -> io::Result<Arc<StaticSit
     Ok(Arc::new(site))
 }
 
-/// Runs the uppercut system until every poller has stopped.
+/// The actors the routes asked to spawn into the system, and where they are.
+struct RouteActors {
+    spawns: Vec<(String, Actor)>,
+    addresses: Vec<String>,
+}
+
+/// Runs the uppercut system until every poller has stopped, then stops the
+/// routes' actors and ends the system.
 fn run_system(
     pollers: Vec<Poller>,
+    route_actors: RouteActors,
     worker_nice: Option<i32>,
     pin: bool,
     started: mpsc::SyncSender<Result<(), String>>,
@@ -357,15 +373,27 @@ fn run_system(
             return;
         }
     };
+    for (address, actor) in route_actors.spawns {
+        run.spawn(&address, move || actor);
+    }
+    let (running, pollers_stopped) = mpsc::channel::<()>();
     for mut poller in pollers {
         poller.report_to(Arc::clone(&pool_threads));
+        poller.hold_until_dropped(running.clone());
         // The address its connections already send to.
         let address = poller.address().to_string();
         run.spawn(&address, move || Box::new(poller));
         run.send(&address, Envelope::of(Tick));
     }
+    drop(running);
     let _ = started.send(Ok(()));
+    // Every poller holds a sender until uppercut drops it, after it stopped.
+    let _ = pollers_stopped.recv();
+    for address in &route_actors.addresses {
+        run.stop(address);
+    }
+    // Whatever the routes' actors spawned themselves ends with the system.
+    run.shutdown();
     // Dropping the pool waits for its threads, which end with the scheduler.
-    drop(run);
     drop(pool);
 }

@@ -10,11 +10,12 @@ use crate::config::{Dispatch, Timeouts};
 use crate::http::date::DateCache;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
+use crate::routes::actor::Replies;
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
 use crate::runtime::lifecycle::ServerState;
 use crate::runtime::timeouts::CoarseClock;
-use crate::runtime::wakeup::{Mail, Outstanding, Parking};
+use crate::runtime::wakeup::{Calls, Mail, Outstanding, Parking};
 
 /// What a poller shares with each of its connections.
 pub(crate) struct Shared {
@@ -28,9 +29,13 @@ pub(crate) struct Shared {
     /// The poller's actor address.
     pub poller: String,
     pub server: Arc<ServerState>,
-    /// Numbers upstream requests, so a reply finds the request it answers
+    /// Numbers actor calls from 1, so an answer finds the call it answers
     /// even after its token has passed to another connection.
-    pub upstream_ids: AtomicU64,
+    pub call_ids: AtomicU64,
+    /// Calls the poller's connections wait for.
+    pub calls: Calls,
+    /// Where actors' answers to those calls arrive.
+    pub replies: Arc<Replies>,
     /// `system` dispatch: the poller's wakes not yet handled.
     pub outstanding: Outstanding,
     /// `system` dispatch: what connections are sending the poller.

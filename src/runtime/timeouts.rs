@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::config::Timeouts;
 
@@ -52,6 +52,8 @@ pub(crate) enum Expiry {
     Idle,
     /// The client took none of its backed-up output: close.
     Write,
+    /// An actor route's answer did not come in time: answer 504.
+    Reply,
 }
 
 /// What a connection reports after each round of work.
@@ -65,6 +67,8 @@ pub(crate) struct Activity {
     pub backed_up: bool,
     /// Some output was written in this round.
     pub wrote: bool,
+    /// The last request waits for an actor's answer, at most this long.
+    pub awaiting: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +76,7 @@ enum Stage {
     Request,
     Idle,
     Writing,
+    Reply { limit: Duration },
 }
 
 /// One connection's stage, since when, and its published deadline.
@@ -106,6 +111,8 @@ impl ConnectionTimer {
     pub(crate) fn update(&mut self, now_ms: u64, activity: Activity, timeouts: &Timeouts) {
         let stage = if activity.backed_up {
             Stage::Writing
+        } else if let Some(limit) = activity.awaiting {
+            Stage::Reply { limit }
         } else if activity.mid_request {
             Stage::Request
         } else {
@@ -113,7 +120,7 @@ impl ConnectionTimer {
         };
         let progressed = match stage {
             Stage::Writing => activity.wrote,
-            Stage::Request => activity.responses != self.responses,
+            Stage::Request | Stage::Reply { .. } => activity.responses != self.responses,
             Stage::Idle => false,
         };
         if stage != self.stage || progressed {
@@ -133,6 +140,7 @@ impl ConnectionTimer {
             Stage::Request => Expiry::Request,
             Stage::Idle => Expiry::Idle,
             Stage::Writing => Expiry::Write,
+            Stage::Reply { .. } => Expiry::Reply,
         })
     }
 
@@ -141,6 +149,7 @@ impl ConnectionTimer {
             Stage::Request => timeouts.header,
             Stage::Idle => timeouts.keepalive,
             Stage::Writing => timeouts.write,
+            Stage::Reply { limit } => limit,
         };
         let deadline = self.since_ms.saturating_add(limit.as_millis() as u64);
         self.deadline_ms.store(deadline, Ordering::Relaxed);
@@ -155,7 +164,6 @@ pub(crate) fn is_past(deadline: &AtomicU64, now_ms: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     const TIMEOUTS: Timeouts = Timeouts {
         header: Duration::from_millis(100),
@@ -170,6 +178,7 @@ mod tests {
             responses,
             backed_up,
             wrote,
+            awaiting: None,
         }
     }
 
@@ -202,5 +211,17 @@ mod tests {
         assert_eq!(timer.expired(520), Some(Expiry::Write));
         timer.update(510, activity(false, 2, true, true), &TIMEOUTS);
         assert_eq!(timer.expired(1009), None);
+    }
+
+    #[test]
+    fn an_actor_answer_has_the_route_s_limit() {
+        let mut timer = ConnectionTimer::new(0, &TIMEOUTS);
+        let awaiting = Activity {
+            awaiting: Some(Duration::from_millis(2000)),
+            ..activity(true, 0, false, false)
+        };
+        timer.update(10, awaiting, &TIMEOUTS);
+        assert_eq!(timer.expired(2009), None, "not the header timeout");
+        assert_eq!(timer.expired(2010), Some(Expiry::Reply));
     }
 }

@@ -1,7 +1,7 @@
 //! The wake-up protocol between a poller and its connection actors.
 //!
 //! A poller never sends a connection more than one envelope at a time: it
-//! posts what happened (readable, hung up, deadline passed, upstream answer)
+//! posts what happened (readable, hung up, deadline passed, an actor's answer)
 //! as bits in the connection's [`Mailbox`], and sends a unit [`Wake`] only
 //! when the mailbox was empty. The connection takes every posted bit at once.
 //! So a connection's uppercut mailbox never grows, and a `Wake` costs no
@@ -15,22 +15,28 @@
 //!   only when there are none; until then it polls without waiting and hands
 //!   its worker back after each round (its one `Tick` goes round the
 //!   scheduler, so the workers run the woken connections in between).
-//! - What a connection sends its poller (`Closed`, an upstream request) is
+//! - What a connection sends its poller (`Closed`, a request for its upstream
+//!   pool) is
 //!   counted as [`Mail`] before it is sent; the poller blocks only when none
 //!   is pending, and a connection that mails a poller which has just parked
 //!   wakes it ([`Parking`], which hand-offs of sockets use too).
+//! - An actor route's answer comes back through the poller's reply queue
+//!   (`routes::actor`), never to the connection directly. While any of its
+//!   connections waits for one ([`Calls`]), a poller never blocks, and in
+//!   `local` dispatch it hands its worker back after each round: the actor
+//!   needs a worker to answer on.
 //! - A connection sends to its poller only while one of its wakes is
 //!   outstanding, and a stopping poller stops only once none is: nothing is
 //!   ever sent to a poller after it stopped (uppercut's senders panic once
 //!   the system has ended).
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mio::{Token, Waker};
 use uppercut::api::{AnySender, Envelope};
 
-use crate::upstream::pool::UpstreamReply;
+use crate::routes::actor::Outcome;
 
 /// A poller's own message: run the event loop.
 #[derive(Debug)]
@@ -52,8 +58,8 @@ pub(crate) const READY: u8 = 1;
 pub(crate) const HANGUP: u8 = 2;
 /// The poller's sweep found the connection's deadline passed.
 pub(crate) const EXPIRE: u8 = 4;
-/// The upstream answered; the answer is in the mailbox.
-pub(crate) const UPSTREAM: u8 = 8;
+/// An actor answered the connection's call; the answer is in the mailbox.
+pub(crate) const REPLY: u8 = 8;
 /// The connection is closed: nothing posted later is handled.
 const CLOSED: u8 = 0x80;
 
@@ -61,9 +67,13 @@ const CLOSED: u8 = 0x80;
 #[derive(Debug, Default)]
 pub(crate) struct Mailbox {
     bits: AtomicU8,
-    /// Written by the poller before it posts `UPSTREAM`; a connection has at
-    /// most one upstream request in flight, so this is never contended.
-    upstream: Mutex<Option<UpstreamReply>>,
+    /// The call the connection waits for an answer to; 0 for none. Whoever
+    /// ends the call (the poller with an answer, the connection on timeout
+    /// or close) swaps it out, so each call ends once.
+    awaited: AtomicU64,
+    /// Written by the poller before it posts `REPLY`; a connection has at
+    /// most one call in flight, so this is never contended.
+    reply: Mutex<Option<Outcome>>,
 }
 
 impl Mailbox {
@@ -73,10 +83,28 @@ impl Mailbox {
         self.bits.fetch_or(bits, Ordering::AcqRel) == 0
     }
 
-    /// Leaves the upstream's answer and posts `UPSTREAM`; as [`Mailbox::post`].
-    pub(crate) fn post_upstream(&self, reply: UpstreamReply) -> bool {
-        *self.upstream.lock().unwrap_or_else(|e| e.into_inner()) = Some(reply);
-        self.post(UPSTREAM)
+    /// The connection now waits for an answer to `call` (never 0).
+    pub(crate) fn await_call(&self, call: u64) {
+        self.awaited.store(call, Ordering::Release);
+    }
+
+    /// Ends `call` on the connection's side (timed out, or closing); true
+    /// when it was still awaited, so the caller counts it ended.
+    pub(crate) fn abandon(&self, call: u64) -> bool {
+        self.awaited
+            .compare_exchange(call, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Leaves the answer to `call` and posts `REPLY`: `None` when the call
+    /// is no longer awaited (the answer is dropped), else as
+    /// [`Mailbox::post`].
+    pub(crate) fn post_reply(&self, call: u64, outcome: Outcome) -> Option<bool> {
+        if !self.abandon(call) {
+            return None;
+        }
+        *self.reply.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+        Some(self.post(REPLY))
     }
 
     /// Takes everything posted; None once closed.
@@ -85,12 +113,9 @@ impl Mailbox {
         (bits & CLOSED == 0).then_some(bits)
     }
 
-    /// The upstream answer posted with `UPSTREAM`.
-    pub(crate) fn take_upstream(&self) -> Option<UpstreamReply> {
-        self.upstream
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+    /// The answer posted with `REPLY`.
+    pub(crate) fn take_reply(&self) -> Option<Outcome> {
+        self.reply.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Closes the mailbox; true when a `Wake` was sent since the last `take`
@@ -168,6 +193,26 @@ impl Parking {
     }
 }
 
+/// Calls to actors a poller's connections wait for, counted from when a
+/// connection sends one to when it ends (answered, timed out, or closed).
+#[derive(Debug, Default)]
+pub(crate) struct Calls(AtomicUsize);
+
+impl Calls {
+    pub(crate) fn started(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn ended(&self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// True while an answer may come: the poller must not block.
+    pub(crate) fn any(&self) -> bool {
+        self.0.load(Ordering::SeqCst) > 0
+    }
+}
+
 /// `system` dispatch: messages on their way to a poller.
 #[derive(Debug, Default)]
 pub(crate) struct Mail {
@@ -224,6 +269,25 @@ mod tests {
         assert!(mailbox.close(), "the wake sent will never be handled");
         assert_eq!(mailbox.take(), None);
         assert!(!mailbox.post(READY), "a closed mailbox asks for no wake");
+    }
+
+    #[test]
+    fn a_call_ends_once_whoever_ends_it() {
+        let mailbox = Mailbox::default();
+        mailbox.await_call(7);
+        assert_eq!(mailbox.post_reply(6, Outcome::Gone), None, "not this call");
+        assert!(mailbox.abandon(7), "timed out");
+        assert_eq!(
+            mailbox.post_reply(7, Outcome::Gone),
+            None,
+            "answered too late"
+        );
+        assert!(!mailbox.abandon(7));
+
+        mailbox.await_call(8);
+        assert_eq!(mailbox.post_reply(8, Outcome::Gone), Some(true));
+        assert!(!mailbox.abandon(8), "already answered");
+        assert!(matches!(mailbox.take_reply(), Some(Outcome::Gone)));
     }
 
     #[test]

@@ -6,18 +6,17 @@
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::LazyLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use log::warn;
 
-use crate::http::date::DATE_LEN;
-use crate::http::response::{DynamicResponse, ErrorStatus, Persistence};
+use crate::http::response::ErrorStatus;
+use crate::routes::actor::ActorResponse;
 
 /// Why the upstream's answer is not there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamFailure {
+pub(crate) enum UpstreamFailure {
     /// The connection was refused (nothing listens there).
     Refused,
     /// Connecting failed some other way (unreachable, no route, ...).
@@ -46,7 +45,7 @@ const CAUSES: usize = 11;
 
 impl UpstreamFailure {
     /// The failure a socket error on the upstream connection means.
-    pub fn from_io(error: &io::Error, connecting: bool) -> UpstreamFailure {
+    pub(crate) fn from_io(error: &io::Error, connecting: bool) -> UpstreamFailure {
         match error.kind() {
             io::ErrorKind::ConnectionRefused => UpstreamFailure::Refused,
             io::ErrorKind::ConnectionReset
@@ -57,7 +56,7 @@ impl UpstreamFailure {
         }
     }
 
-    pub fn status(self) -> ErrorStatus {
+    pub(crate) fn status(self) -> ErrorStatus {
         match self {
             UpstreamFailure::TimedOut => ErrorStatus::GatewayTimeout,
             UpstreamFailure::QueueFull => ErrorStatus::ServiceUnavailable,
@@ -110,15 +109,8 @@ impl UpstreamFailure {
         cursor.position() as usize
     }
 
-    /// Appends the whole response (`CODE REASON: cause\n` as its body, none
-    /// for HEAD) to `out`; returns the body's length. Allocates nothing.
-    pub fn write_response(
-        self,
-        out: &mut BytesMut,
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
-    ) -> usize {
+    /// The response: `CODE REASON: cause\n` as a text body.
+    pub(crate) fn response(self) -> ActorResponse {
         let status = self.status();
         let mut body = [0u8; 128];
         let mut cursor = io::Cursor::new(&mut body[..]);
@@ -128,18 +120,17 @@ impl UpstreamFailure {
         let _ = cursor.write_all(&cause[..cause_len]);
         let _ = cursor.write_all(b"\n");
         let len = cursor.position() as usize;
-        let response = match status {
-            ErrorStatus::GatewayTimeout => &RESPONSES[2],
-            ErrorStatus::ServiceUnavailable => &RESPONSES[1],
-            _ => &RESPONSES[0],
-        };
-        response.write(out, &body[..len], date, persistence, head_only);
-        len
+        let body = Bytes::copy_from_slice(&body[..len]);
+        let response = ActorResponse::typed("text/plain; charset=utf-8", body);
+        // 502, 503 and 504 are final responses' statuses.
+        response
+            .with_status(status.code())
+            .unwrap_or_else(|_| unreachable!())
     }
 
     /// Warns that `/io` failed this way, unless this cause was reported less
     /// than a second ago (then it is only counted, for the next report).
-    pub fn warn(self, upstream: SocketAddr) {
+    pub(crate) fn warn(self, upstream: SocketAddr) {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis() as u64);
@@ -155,16 +146,6 @@ impl UpstreamFailure {
         }
     }
 }
-
-/// The heads of the 502, 503 and 504 answers, built once.
-static RESPONSES: LazyLock<[DynamicResponse; 3]> = LazyLock::new(|| {
-    [
-        ErrorStatus::BadGateway,
-        ErrorStatus::ServiceUnavailable,
-        ErrorStatus::GatewayTimeout,
-    ]
-    .map(|status| DynamicResponse::new(status.code(), status.reason(), "text/plain; charset=utf-8"))
-});
 
 static WARNINGS: WarnLimiter = WarnLimiter::new();
 
@@ -243,19 +224,12 @@ mod tests {
     }
 
     #[test]
-    fn writes_the_cause_as_the_body() {
-        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
-        let mut out = BytesMut::new();
-        let len = UpstreamFailure::Status(418).write_response(
-            &mut out,
-            date,
-            Persistence::KeepAlive,
-            false,
-        );
-        let expected = "HTTP/1.1 502 Bad Gateway\r\nServer: uppercut-mio-server\r\n\
-            Content-Type: text/plain; charset=utf-8\r\nContent-Length: 37\r\n\
-            Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n502 Bad Gateway: upstream status 418\n";
-        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
-        assert_eq!(len, 37);
+    fn names_the_cause_in_the_body() {
+        let response = UpstreamFailure::Status(418).response();
+        assert_eq!(response.status, 502);
+        assert_eq!(response.content_type, Some("text/plain; charset=utf-8"));
+        assert_eq!(&response.body[..], b"502 Bad Gateway: upstream status 418\n");
+        let response = UpstreamFailure::TimedOut.response();
+        assert_eq!(&response.body[..], b"504 Gateway Timeout: upstream timed out\n");
     }
 }

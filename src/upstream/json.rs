@@ -158,7 +158,7 @@ mod tests {
         ] {
             assert!(is_valid(text.as_bytes()), "{text}");
         }
-        assert!(is_valid(crate::routes::V1_USER_JSON));
+        assert!(is_valid(crate::routes::responses::V1_USER_JSON));
     }
 
     #[test]

@@ -6,7 +6,6 @@
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
-use std::mem;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -17,6 +16,7 @@ use mio::{Interest, Registry, Token};
 use crate::config::UpstreamConfig;
 use crate::http::response_parser::{self as upstream_response, Parsed};
 use crate::observe::metrics::{PollerMetrics, UpstreamResult};
+use crate::routes::actor::{ActorRequest, ActorResponse};
 use crate::runtime::slab::Slab;
 use crate::runtime::socket::write_until_blocked;
 use crate::upstream::failure::UpstreamFailure;
@@ -25,25 +25,9 @@ use crate::upstream::json;
 /// Upstream connections use tokens from here up; connection actors use small ones.
 pub(crate) const FIRST_TOKEN: usize = usize::MAX / 2;
 
-/// A connection actor asks its poller for the upstream's JSON.
-#[derive(Debug)]
-pub(crate) struct UpstreamRequest {
-    /// Matches the reply to the request (tokens are reused).
-    pub id: u64,
-    /// The connection's token: its poller posts the reply to its mailbox.
-    pub token: Token,
-}
-
-/// The answer: the upstream's body as sent, or why there is none.
-#[derive(Debug)]
-pub(crate) struct UpstreamReply {
-    pub id: u64,
-    pub result: Result<Bytes, UpstreamFailure>,
-}
-
 /// A request, and when it must be answered by.
 struct Job {
-    request: UpstreamRequest,
+    request: ActorRequest,
     deadline_ms: u64,
     /// Retried once already on a fresh connection.
     retried: bool,
@@ -66,8 +50,6 @@ pub(crate) struct UpstreamPool {
     links: Slab<Link>,
     idle: Vec<usize>,
     queue: VecDeque<Job>,
-    /// Answers ready for the poller to deliver.
-    replies: Vec<(UpstreamRequest, Result<Bytes, UpstreamFailure>)>,
     /// The poller's counters, with `--metrics`.
     metrics: Option<Arc<PollerMetrics>>,
 }
@@ -84,7 +66,6 @@ impl UpstreamPool {
             links: Slab::default(),
             idle: Vec::new(),
             queue: VecDeque::new(),
-            replies: Vec::new(),
             metrics: None,
         }
     }
@@ -102,14 +83,9 @@ impl UpstreamPool {
         }
     }
 
-    /// The answers ready since the last call, for the poller to deliver.
-    pub(crate) fn take_replies(
-        &mut self,
-    ) -> Vec<(UpstreamRequest, Result<Bytes, UpstreamFailure>)> {
-        mem::take(&mut self.replies)
-    }
-
-    pub(crate) fn submit(&mut self, request: UpstreamRequest, now_ms: u64, registry: &Registry) {
+    /// Takes `request` for the upstream's JSON; the answer goes back
+    /// through the request, as an actor route's does.
+    pub(crate) fn submit(&mut self, request: ActorRequest, now_ms: u64, registry: &Registry) {
         let job = Job {
             request,
             deadline_ms: now_ms + self.config.timeout.as_millis() as u64,
@@ -306,9 +282,13 @@ impl UpstreamPool {
         if let Some(metrics) = &self.metrics {
             metrics.upstream(UpstreamResult::of(&result));
         }
-        if let Err(failure) = result {
-            failure.warn(self.config.addr);
-        }
-        self.replies.push((job.request, result));
+        let response = match result {
+            Ok(body) => ActorResponse::json(body),
+            Err(failure) => {
+                failure.warn(self.config.addr);
+                failure.response()
+            }
+        };
+        job.request.respond(response);
     }
 }

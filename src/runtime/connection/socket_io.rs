@@ -36,8 +36,8 @@ impl Connection {
             if self.stream.is_closed() {
                 return Ok(Flow::Close);
             }
-            // Nothing more is read until the upstream has answered.
-            if self.stream.awaiting_upstream() {
+            // Nothing more is read until the actor has answered.
+            if self.stream.is_awaiting_call() {
                 return Ok(Flow::Open);
             }
             let date = self.shared.date.current();

@@ -1,0 +1,236 @@
+//! What a route may put in a response: a status a final response can have,
+//! and header fields that are well formed and not ones the server writes
+//! itself. And the writer for responses whose head is built per request
+//! (handler and actor routes), in the same layout as canned responses.
+
+use std::fmt;
+
+use bytes::BytesMut;
+
+use crate::http::date::DATE_LEN;
+use crate::http::response::{end_head, put_decimal, Persistence, SERVER_NAME};
+use crate::http::status::reason_phrase;
+
+/// Header fields the server writes itself: the framing of the body (two
+/// `Content-Length`s, or one beside `Transfer-Encoding`, make a response
+/// clients must reject, and a way to smuggle one response inside another),
+/// and the ones it owns (`Date`, `Server`, and `Connection`, which follows
+/// the request).
+const RESERVED: [&str; 5] = [
+    "content-length",
+    "transfer-encoding",
+    "date",
+    "server",
+    "connection",
+];
+
+/// Why a response, or a header field of one, was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResponseError {
+    /// A header field the server writes itself (`Content-Length`,
+    /// `Transfer-Encoding`, `Date`, `Server`, `Connection`).
+    ReservedHeader(String),
+    /// A field name that is empty or not an HTTP token.
+    InvalidHeaderName(String),
+    /// The value of this field has a CR, LF, NUL or other control byte.
+    InvalidHeaderValue(String),
+    /// Not the status of a final response (200 to 599).
+    InvalidStatus(u16),
+}
+
+impl fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResponseError::ReservedHeader(name) => write!(
+                f,
+                "the server writes the {name} header itself; a route may not set it"
+            ),
+            ResponseError::InvalidHeaderName(name) => {
+                write!(f, "{name:?} is not a valid header field name")
+            }
+            ResponseError::InvalidHeaderValue(name) => write!(
+                f,
+                "the value of the {name} header has a control character (CR, LF, NUL ...)"
+            ),
+            ResponseError::InvalidStatus(code) => {
+                write!(
+                    f,
+                    "{code} is not the status of a final response (200 to 599)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ResponseError {}
+
+/// Checks one header field a route wants to send.
+pub(crate) fn check_header(name: &str, value: &str) -> Result<(), ResponseError> {
+    if name.is_empty() || !name.bytes().all(is_tchar) {
+        return Err(ResponseError::InvalidHeaderName(name.to_string()));
+    }
+    if RESERVED
+        .iter()
+        .any(|reserved| name.eq_ignore_ascii_case(reserved))
+    {
+        return Err(ResponseError::ReservedHeader(name.to_string()));
+    }
+    // Field values are visible characters, spaces and tabs (RFC 9110 §5.5);
+    // bytes past ASCII pass as obs-text.
+    let valid = value
+        .bytes()
+        .all(|b| b == b'\t' || b == b' ' || (b > 0x20 && b != 0x7f));
+    if !valid {
+        return Err(ResponseError::InvalidHeaderValue(name.to_string()));
+    }
+    Ok(())
+}
+
+/// Checks a route's status: a final response's.
+pub(crate) fn check_status(code: u16) -> Result<(), ResponseError> {
+    match code {
+        200..=599 => Ok(()),
+        _ => Err(ResponseError::InvalidStatus(code)),
+    }
+}
+
+/// Appends one checked header field, as a head carries it.
+pub(crate) fn put_header(headers: &mut BytesMut, name: &str, value: &str) {
+    headers.extend_from_slice(name.as_bytes());
+    headers.extend_from_slice(b": ");
+    headers.extend_from_slice(value.as_bytes());
+    headers.extend_from_slice(b"\r\n");
+}
+
+/// Appends a response built per request: the status line, `Server`, the
+/// content type if given, the checked `headers` (each line ending CRLF), `Content-Length`, `Date`,
+/// `Connection` as `persistence` needs, and the body unless `head_only`.
+/// A 204 or 304 has neither length nor body (RFC 9110 §8.6, §15.4.5).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_response(
+    out: &mut BytesMut,
+    status: u16,
+    content_type: Option<&str>,
+    headers: &[u8],
+    body: &[u8],
+    date: &[u8; DATE_LEN],
+    persistence: Persistence,
+    head_only: bool,
+) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    put_decimal(out, usize::from(status));
+    out.extend_from_slice(b" ");
+    out.extend_from_slice(reason_phrase(status).as_bytes());
+    out.extend_from_slice(b"\r\nServer: ");
+    out.extend_from_slice(SERVER_NAME.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if let Some(content_type) = content_type {
+        out.extend_from_slice(b"Content-Type: ");
+        out.extend_from_slice(content_type.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(headers);
+    let bodiless = matches!(status, 204 | 304);
+    if bodiless {
+        // `end_head` starts with the CRLF that ends a header line.
+        out.truncate(out.len() - 2);
+    } else {
+        out.extend_from_slice(b"Content-Length: ");
+        put_decimal(out, body.len());
+    }
+    end_head(out, date, persistence);
+    if !head_only && !bodiless {
+        out.extend_from_slice(body);
+    }
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DATE: &[u8; DATE_LEN] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+
+    #[test]
+    fn refuses_what_the_server_writes_and_what_is_malformed() {
+        for name in [
+            "Content-Length",
+            "transfer-encoding",
+            "DATE",
+            "Server",
+            "Connection",
+        ] {
+            assert_eq!(
+                check_header(name, "1"),
+                Err(ResponseError::ReservedHeader(name.to_string()))
+            );
+        }
+        assert!(matches!(
+            check_header("", "x"),
+            Err(ResponseError::InvalidHeaderName(_))
+        ));
+        assert!(matches!(
+            check_header("A B", "x"),
+            Err(ResponseError::InvalidHeaderName(_))
+        ));
+        for value in ["a\r\nSet-Cookie: x=1", "a\nb", "a\0"] {
+            assert_eq!(
+                check_header("X-A", value),
+                Err(ResponseError::InvalidHeaderValue("X-A".to_string()))
+            );
+        }
+        assert_eq!(check_header("X-A", "v 1\tü"), Ok(()));
+        assert_eq!(check_status(101), Err(ResponseError::InvalidStatus(101)));
+        assert_eq!(check_status(600), Err(ResponseError::InvalidStatus(600)));
+        assert_eq!(check_status(204), Ok(()));
+    }
+
+    #[test]
+    fn writes_length_date_and_connection_in_the_canned_layout() {
+        let mut headers = BytesMut::new();
+        put_header(&mut headers, "X-Id", "7");
+        let mut out = BytesMut::new();
+        let text = Some("text/plain");
+        write_response(
+            &mut out,
+            201,
+            text,
+            &headers,
+            b"hi",
+            DATE,
+            Persistence::Close,
+            false,
+        );
+        write_response(
+            &mut out,
+            204,
+            None,
+            b"",
+            b"",
+            DATE,
+            Persistence::KeepAlive,
+            false,
+        );
+        write_response(
+            &mut out,
+            299,
+            None,
+            b"",
+            b"x",
+            DATE,
+            Persistence::KeepAlive,
+            true,
+        );
+        let expected = "HTTP/1.1 201 Created\r\nServer: uppercut-mio-server\r\n\
+            Content-Type: text/plain\r\nX-Id: 7\r\nContent-Length: 2\r\n\
+            Date: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\nhi\
+            HTTP/1.1 204 No Content\r\nServer: uppercut-mio-server\r\n\
+            Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n\
+            HTTP/1.1 299 \r\nServer: uppercut-mio-server\r\nContent-Length: 1\r\n\
+            Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n";
+        assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
+    }
+}

@@ -1,0 +1,402 @@
+//! Framing, routing and responses over a byte slice: the request stream's
+//! state machine. Bodies are skipped, except those a handler or an actor
+//! will see, which are collected after their head.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::http::chunked::{ChunkedDecoder, Skipped};
+use crate::http::date::DATE_LEN;
+use crate::http::request::{parse_head, BodyFraming, Method, ParsedHead, RequestHead};
+use crate::http::response::{status_and_body_len, ErrorStatus, Persistence, CONTINUE};
+use crate::observe::access_line::AccessRecorder;
+use crate::observe::metrics::PollerMetrics;
+use crate::routes::request::Request;
+use crate::routes::table::{Reply, RouteAnswer, Routes};
+
+/// No new request is started while this much output is waiting: a client that
+/// pipelines without reading cannot make the server buffer without bound.
+pub const OUTPUT_HIGH_WATER: usize = 64 * 1024;
+
+/// The response owed for a request whose body is still arriving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Answer {
+    route: RouteAnswer,
+    pub(super) persistence: Persistence,
+    pub(super) head_only: bool,
+}
+
+impl Answer {
+    fn for_head(routes: &Routes, head: &RequestHead, raw_head: &[u8]) -> Answer {
+        let route = routes.answer_with_head(head, raw_head);
+        let keeps = route.is_ok() || route.is_err_and(ErrorStatus::keeps_connection);
+        let persistence = match (head.keep_alive && keeps, head.http10) {
+            (false, _) => Persistence::Close,
+            (true, false) => Persistence::KeepAlive,
+            (true, true) => Persistence::KeepAliveHttp10,
+        };
+        Answer {
+            route,
+            persistence,
+            head_only: head.method == Method::Head,
+        }
+    }
+
+    pub(super) fn fatal(status: ErrorStatus) -> Answer {
+        Answer {
+            route: Err(status),
+            persistence: Persistence::Close,
+            head_only: false,
+        }
+    }
+
+    /// A handler or an actor will see the request's body.
+    fn reads_body(&self) -> bool {
+        matches!(self.route, Ok(Reply::Handler(_) | Reply::Actor(_)))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum State {
+    /// Waiting for a request head.
+    Head,
+    /// A Content-Length body, this many bytes left; kept in `collected`
+    /// when the answer reads it, else skipped.
+    Body { left: u64, answer: Answer },
+    /// A chunked body, de-chunked into `collected` or skipped, as above.
+    Chunked {
+        decoder: ChunkedDecoder,
+        answer: Answer,
+    },
+    /// Waiting for an actor's answer to the last request; later input is
+    /// kept, so responses stay in request order.
+    AwaitingReply {
+        persistence: Persistence,
+        head_only: bool,
+    },
+    /// A response that closes the connection was written; input is ignored.
+    Closed,
+}
+
+/// A request for an actor route, for the connection to send.
+#[derive(Debug)]
+pub(crate) struct Call {
+    /// The route's index among the table's actor routes.
+    pub(crate) actor: usize,
+    pub(crate) method: Method,
+    /// The head, then the body.
+    pub(crate) data: Bytes,
+    pub(crate) head_len: usize,
+    pub(crate) path: Range<usize>,
+    pub(crate) query: Option<Range<usize>>,
+}
+
+/// What one call to [`Framer::serve`] did with its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Served {
+    /// Bytes of input used; the caller keeps the rest for the next call.
+    pub(super) consumed: usize,
+    /// Requests were left unserved because the output reached the high-water
+    /// mark: serve the kept bytes again once the output has drained.
+    pub(super) held_back: bool,
+}
+
+/// Framing, routing and responses over a byte slice.
+#[derive(Debug)]
+pub(super) struct Framer {
+    pub(super) state: State,
+    pub(super) responses: u64,
+    pub(super) log: Option<AccessRecorder>,
+    pub(super) metrics: Option<Arc<PollerMetrics>>,
+    /// The head, then the body so far, of a request whose body a handler
+    /// or an actor will see.
+    collected: BytesMut,
+    /// The actor request the last request made, until the connection takes it.
+    pub(super) call: Option<Call>,
+}
+
+impl Default for Framer {
+    fn default() -> Self {
+        Framer {
+            state: State::Head,
+            responses: 0,
+            log: None,
+            metrics: None,
+            collected: BytesMut::new(),
+            call: None,
+        }
+    }
+}
+
+impl Framer {
+    /// Serves every complete request at the start of `input`, in order,
+    /// appending the responses to `out`.
+    pub(super) fn serve(
+        &mut self,
+        input: &[u8],
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) -> Served {
+        let mut pos = 0;
+        let mut held_back = false;
+        while pos < input.len() {
+            let rest = &input[pos..];
+            match &mut self.state {
+                State::Closed => pos = input.len(),
+                State::AwaitingReply { .. } => break,
+                State::Head if out.len() >= OUTPUT_HIGH_WATER => {
+                    held_back = true;
+                    break;
+                }
+                State::Head => match parse_head(rest) {
+                    ParsedHead::Partial => break,
+                    ParsedHead::Rejected { status, head_only } => {
+                        if let Some(log) = &mut self.log {
+                            log.request(rest, date);
+                        }
+                        let answer = Answer {
+                            head_only,
+                            ..Answer::fatal(status)
+                        };
+                        self.respond(answer, routes, date, out)
+                    }
+                    ParsedHead::Complete(head, len) => {
+                        pos += len;
+                        self.start(&head, &rest[..len], routes, date, out);
+                    }
+                },
+                State::Body { left, answer } => {
+                    let take = (*left).min(rest.len() as u64);
+                    pos += take as usize;
+                    *left -= take;
+                    let (done, answer) = (*left == 0, *answer);
+                    if answer.reads_body() {
+                        self.collected.extend_from_slice(&rest[..take as usize]);
+                    }
+                    if done {
+                        self.respond_collected(answer, routes, date, out);
+                    }
+                }
+                State::Chunked { decoder, answer } => {
+                    let answer = *answer;
+                    let decoded = match answer.reads_body() {
+                        true => decoder.decode(rest, &mut self.collected),
+                        false => decoder.skip(rest),
+                    };
+                    match decoded {
+                        Ok(Skipped::NeedMore(len)) => {
+                            pos += len;
+                            break;
+                        }
+                        Ok(Skipped::Done(len)) => {
+                            pos += len;
+                            self.respond_collected(answer, routes, date, out);
+                        }
+                        Err(status) => {
+                            self.collected = BytesMut::new();
+                            let answer = Answer {
+                                head_only: answer.head_only,
+                                ..Answer::fatal(status)
+                            };
+                            self.respond(answer, routes, date, out)
+                        }
+                    }
+                }
+            }
+        }
+        Served {
+            consumed: pos,
+            held_back,
+        }
+    }
+
+    /// A whole head has arrived: answer it, or wait for its body.
+    fn start(
+        &mut self,
+        head: &RequestHead,
+        raw_head: &[u8],
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
+        if let Some(log) = &mut self.log {
+            log.request(raw_head, date);
+        }
+        let answer = Answer::for_head(routes, head, raw_head);
+        if head.expect_continue {
+            if Reply::is_refusal(&answer.route) {
+                // Answer before inviting a body the answer does not need.
+                // The client may then send that body or not, so where the
+                // next request starts is unknown: close (RFC 9110 §10.1.1).
+                let answer = Answer {
+                    persistence: Persistence::Close,
+                    ..answer
+                };
+                return self.respond(answer, routes, date, out);
+            }
+            out.extend_from_slice(CONTINUE);
+        }
+        match head.body {
+            BodyFraming::Empty => self.respond_to(answer, head, raw_head, b"", routes, date, out),
+            BodyFraming::Length(left) => {
+                self.collect_head(answer, raw_head);
+                self.state = State::Body { left, answer };
+            }
+            BodyFraming::Chunked => {
+                self.collect_head(answer, raw_head);
+                self.state = State::Chunked {
+                    decoder: ChunkedDecoder::default(),
+                    answer,
+                }
+            }
+        }
+    }
+
+    /// Keeps the head of a request whose body the answer reads.
+    fn collect_head(&mut self, answer: Answer, raw_head: &[u8]) {
+        if answer.reads_body() {
+            self.collected.clear();
+            self.collected.extend_from_slice(raw_head);
+        }
+    }
+
+    /// The body is complete: answer with the head and body collected (if
+    /// the answer reads them).
+    fn respond_collected(
+        &mut self,
+        answer: Answer,
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
+        if !answer.reads_body() {
+            return self.respond(answer, routes, date, out);
+        }
+        let collected = std::mem::take(&mut self.collected);
+        match parse_head(&collected) {
+            ParsedHead::Complete(head, head_len) => {
+                let (raw_head, body) = collected.split_at(head_len);
+                self.respond_to(answer, &head, raw_head, body, routes, date, out);
+            }
+            // It parsed before it was kept.
+            _ => self.respond(Answer::fatal(ErrorStatus::BadRequest), routes, date, out),
+        }
+    }
+
+    /// Responds without the request at hand (an error, or a body skipped).
+    pub(super) fn respond(
+        &mut self,
+        answer: Answer,
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
+        self.write(answer, routes, date, out, |routes, out, answer| {
+            routes.write(
+                answer.route,
+                &[],
+                out,
+                date,
+                answer.persistence,
+                answer.head_only,
+            )
+        });
+    }
+
+    /// Responds to the request `head`, whose bytes are `raw_head`, with its
+    /// `body` (empty unless the answer reads it).
+    #[allow(clippy::too_many_arguments)]
+    fn respond_to(
+        &mut self,
+        answer: Answer,
+        head: &RequestHead,
+        raw_head: &[u8],
+        body: &[u8],
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+    ) {
+        match answer.route {
+            Ok(Reply::Actor(actor)) => {
+                self.call = Some(call(actor, head, raw_head, body));
+                self.state = State::AwaitingReply {
+                    persistence: answer.persistence,
+                    head_only: answer.head_only,
+                };
+            }
+            Ok(Reply::Handler(handler)) => {
+                let request = Request::new(head.method, head.path, head.query, raw_head, body);
+                self.write(answer, routes, date, out, |routes, out, answer| {
+                    let (persistence, head_only) = (answer.persistence, answer.head_only);
+                    routes.write_handler(handler, &request, out, date, persistence, head_only);
+                });
+            }
+            _ => self.write(answer, routes, date, out, |routes, out, answer| {
+                let (persistence, head_only) = (answer.persistence, answer.head_only);
+                routes.write(answer.route, raw_head, out, date, persistence, head_only)
+            }),
+        }
+    }
+
+    /// Writes one response with `write`, logs and counts it, and moves on.
+    fn write(
+        &mut self,
+        answer: Answer,
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+        out: &mut BytesMut,
+        write: impl FnOnce(&Routes, &mut BytesMut, Answer),
+    ) {
+        let start = out.len();
+        write(routes, out, answer);
+        self.written(&out[start..], date);
+        self.finish(answer.persistence);
+    }
+
+    /// Logs and counts the response just written.
+    pub(super) fn written(&mut self, response: &[u8], date: &[u8; DATE_LEN]) {
+        if let Some(log) = &mut self.log {
+            let (status, body_len) = status_and_body_len(response);
+            log.response(status, body_len, date);
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.response(response);
+        }
+    }
+
+    /// A response was written: wait for the next request, or close.
+    pub(super) fn finish(&mut self, persistence: Persistence) {
+        self.responses += 1;
+        self.state = match persistence {
+            Persistence::Close => State::Closed,
+            Persistence::KeepAlive | Persistence::KeepAliveHttp10 => State::Head,
+        };
+    }
+}
+
+/// The actor request for `head`: its bytes and where its path and query are.
+fn call(actor: usize, head: &RequestHead, raw_head: &[u8], body: &[u8]) -> Call {
+    // The path and query lie in the head, but for a target that names no
+    // path, whose empty path may lie anywhere.
+    let offset = |part: &[u8]| {
+        let start = (part.as_ptr() as usize).wrapping_sub(raw_head.as_ptr() as usize);
+        match start.checked_add(part.len()) {
+            Some(end) if end <= raw_head.len() => start..end,
+            _ => 0..0,
+        }
+    };
+    let mut data = BytesMut::with_capacity(raw_head.len() + body.len());
+    data.extend_from_slice(raw_head);
+    data.extend_from_slice(body);
+    Call {
+        actor,
+        method: head.method,
+        data: data.freeze(),
+        head_len: raw_head.len(),
+        path: offset(head.path),
+        query: head.query.map(offset),
+    }
+}
