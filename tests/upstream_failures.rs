@@ -1,6 +1,6 @@
 //! /io failures name their cause in the body, one line each: an upstream
-//! that answers with a status other than 200, with bytes that are not HTTP,
-//! with a body over the limit, that closes or resets the connection before
+//! that answers with a status other than 200, with bytes that are not HTTP
+//! or framed ambiguously, with a body over the limit, that closes or resets the connection before
 //! answering; and HEAD gets the same head without the body. Both dispatch
 //! modes; the connection stays usable after each.
 
@@ -90,6 +90,23 @@ fn names_an_answer_that_is_not_http(dispatch: Dispatch) {
     );
 }
 
+/// A body the request side would refuse to delimit is no more valid from
+/// the upstream: each of these is a JSON `{}` to a lax reader.
+fn names_an_answer_with_ambiguous_framing(dispatch: Dispatch) {
+    for answer in [
+        "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}",
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n\
+         2\r\n{}\r\n0\r\n\r\n",
+    ] {
+        answers_502_with(
+            dispatch,
+            Answer::Bytes(answer),
+            "502 Bad Gateway: upstream answer is not valid HTTP\n",
+        );
+    }
+}
+
 fn names_an_answer_that_is_too_large(dispatch: Dispatch) {
     answers_502_with(
         dispatch,
@@ -111,6 +128,7 @@ fn names_a_reset(dispatch: Dispatch) {
 in_both_modes!(
     names_the_upstream_status,
     names_an_answer_that_is_not_http,
+    names_an_answer_with_ambiguous_framing,
     names_an_answer_that_is_too_large,
     names_a_close_before_the_answer,
     names_a_reset,

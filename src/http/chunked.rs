@@ -1,7 +1,11 @@
-//! A `Transfer-Encoding: chunked` request body decoder that discards the data.
-//! The routes never look at request bodies, but the body must be read to find
-//! where the next pipelined request starts. The decoder is a state machine fed
-//! whatever bytes have arrived, so a body split at any byte boundary decodes.
+//! A `Transfer-Encoding: chunked` body decoder. It either discards the data
+//! (`skip`: a request body no route looks at must still be read to find
+//! where the next pipelined request starts) or delivers it (`decode`: bodies
+//! that are used, such as the upstream's answers). The decoder is a state
+//! machine fed whatever bytes have arrived, so a body split at any byte
+//! boundary decodes.
+
+use bytes::BytesMut;
 
 use crate::http::request::{MAX_BODY_LEN, MAX_HEAD_LEN};
 use crate::http::response::ErrorStatus;
@@ -30,7 +34,7 @@ pub(crate) struct ChunkedDecoder {
     body_len: u64,
 }
 
-/// What one call to [`ChunkedDecoder::skip`] achieved.
+/// What one call to [`ChunkedDecoder::skip`] or [`ChunkedDecoder::decode`] achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Skipped {
     /// The body goes on. This many bytes were consumed: all of the input but
@@ -49,18 +53,39 @@ impl Default for ChunkedDecoder {
     }
 }
 
+/// Where the data of the chunks goes: nowhere, or into a buffer. Both ways
+/// run the one state machine, and skipping never allocates.
+trait Sink {
+    fn put(&mut self, data: &[u8]);
+}
+
+impl Sink for () {
+    fn put(&mut self, _data: &[u8]) {}
+}
+
+impl Sink for BytesMut {
+    fn put(&mut self, data: &[u8]) {
+        self.extend_from_slice(data);
+    }
+}
+
 impl ChunkedDecoder {
-    /// Placeholder until the shared decoder lands: skips without data.
+    /// Consumes body bytes from the start of `input`, dropping the data.
+    pub(crate) fn skip(&mut self, input: &[u8]) -> Result<Skipped, ErrorStatus> {
+        self.run(input, &mut ())
+    }
+
+    /// Consumes body bytes from the start of `input` as [`Self::skip`] does,
+    /// and appends the data of the chunks to `body`.
     pub(crate) fn decode(
         &mut self,
         input: &[u8],
-        _body: &mut bytes::BytesMut,
+        body: &mut BytesMut,
     ) -> Result<Skipped, ErrorStatus> {
-        self.skip(input)
+        self.run(input, body)
     }
 
-    /// Consumes body bytes from the start of `input`.
-    pub(crate) fn skip(&mut self, input: &[u8]) -> Result<Skipped, ErrorStatus> {
+    fn run<S: Sink>(&mut self, input: &[u8], sink: &mut S) -> Result<Skipped, ErrorStatus> {
         let mut pos = 0;
         while pos < input.len() {
             let rest = &input[pos..];
@@ -87,6 +112,7 @@ impl ChunkedDecoder {
                 },
                 State::Data(left) => {
                     let take = left.min(rest.len() as u64);
+                    sink.put(&rest[..take as usize]);
                     pos += take as usize;
                     self.state = if take == left {
                         State::DataCr
@@ -263,6 +289,40 @@ mod tests {
                 "step {step}"
             );
         }
+    }
+
+    /// Feeds `body` in reads that end at each of `ends` and then at its end,
+    /// through `decode`; returns where the body ended and the data delivered.
+    fn decode_in_reads(body: &[u8], ends: &[usize]) -> (Option<usize>, BytesMut) {
+        let mut decoder = ChunkedDecoder::default();
+        let mut data = BytesMut::new();
+        let mut start = 0;
+        for &end in ends.iter().chain([&body.len()]) {
+            match decoder.decode(&body[start..end], &mut data) {
+                Ok(Skipped::Done(len)) => return (Some(start + len), data),
+                Ok(Skipped::NeedMore(consumed)) => start += consumed,
+                Err(status) => panic!("{status:?} at {end}"),
+            }
+        }
+        (None, data)
+    }
+
+    #[test]
+    fn decode_delivers_the_data_at_every_split() {
+        let body = b"5\r\nhello\r\n1a;name=value\r\nabcdefghijklmnopqrstuvwxyz\r\n1\r\n!\r\n0\r\nX-Trailer: 1\r\n\r\nNEXT";
+        let data = &b"helloabcdefghijklmnopqrstuvwxyz!"[..];
+        let end = Some(body.len() - 4);
+        assert_eq!(decode_in_reads(body, &[]), (end, BytesMut::from(data)));
+        for cut in 0..body.len() {
+            let (ended, got) = decode_in_reads(body, &[cut]);
+            assert_eq!((ended, &got[..]), (end, data), "cut at {cut}");
+        }
+        let every_byte: Vec<usize> = (0..body.len()).collect();
+        let (ended, got) = decode_in_reads(body, &every_byte);
+        assert_eq!((ended, &got[..]), (end, data), "byte by byte");
+        // A body not yet ended has delivered the data of what arrived.
+        let (ended, got) = decode_in_reads(&body[..30], &[]);
+        assert_eq!((ended, &got[..]), (None, &b"helloabcde"[..]));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The request header fields this server acts on, and the HTTP/1.1 rules
 //! that hold between them: one valid `Host` (required on HTTP/1.1), the
-//! message framing (`Content-Length`, `Transfer-Encoding`), persistence
+//! message framing (shared with responses, [`crate::http::framing`]), persistence
 //! (`Connection`), `Expect` and `If-None-Match`. Nothing here allocates.
 
+use crate::http::framing::{Framing, FramingError, FramingFields};
 use crate::http::request::{BodyFraming, MAX_BODY_LEN};
 use crate::http::response::ErrorStatus;
 use crate::http::target::is_valid_host;
@@ -23,8 +24,7 @@ pub(crate) fn read_headers<'b>(
 ) -> Result<HeaderFields<'b>, ErrorStatus> {
     let mut hosts = 0;
     let mut host = None;
-    let mut content_length: Option<u64> = None;
-    let mut transfer_encoding = TransferCoding::Absent;
+    let mut framing = FramingFields::default();
     let mut connection_close = false;
     let mut connection_keep_alive = false;
     let mut expect_continue = false;
@@ -33,23 +33,13 @@ pub(crate) fn read_headers<'b>(
     for header in headers {
         let name = header.name;
         let value = header.value.trim_ascii();
+        framing.read(name, value).map_err(FramingError::status)?;
         if name.eq_ignore_ascii_case("host") {
             if !is_valid_host(value) {
                 return Err(ErrorStatus::BadRequest);
             }
             hosts += 1;
             host = Some(value);
-        } else if name.eq_ignore_ascii_case("content-length") {
-            let length = parse_content_length(value).ok_or(ErrorStatus::BadRequest)?;
-            if content_length.is_some_and(|seen| seen != length) {
-                return Err(ErrorStatus::BadRequest);
-            }
-            content_length = Some(length);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            transfer_encoding = transfer_encoding.present();
-            for coding in list_items(value) {
-                transfer_encoding = transfer_encoding.then(coding);
-            }
         } else if name.eq_ignore_ascii_case("connection") {
             for option in list_items(value) {
                 connection_close |= option.eq_ignore_ascii_case(b"close");
@@ -65,23 +55,13 @@ pub(crate) fn read_headers<'b>(
     if hosts > 1 || (hosts == 0 && !http10) {
         return Err(ErrorStatus::BadRequest);
     }
-    // HTTP/1.0 has no transfer codings: its framing is faulty (RFC 9112 6.1).
-    if http10 && !matches!(transfer_encoding, TransferCoding::Absent) {
-        return Err(ErrorStatus::BadRequest);
-    }
-    let body = match (transfer_encoding, content_length) {
-        (TransferCoding::Absent, None | Some(0)) => BodyFraming::Empty,
-        (TransferCoding::Absent, Some(length)) if length > MAX_BODY_LEN => {
+    let body = match framing.framing(http10).map_err(FramingError::status)? {
+        Framing::Unframed | Framing::Length(0) => BodyFraming::Empty,
+        Framing::Length(length) if length > MAX_BODY_LEN => {
             return Err(ErrorStatus::PayloadTooLarge)
         }
-        (TransferCoding::Absent, Some(length)) => BodyFraming::Length(length),
-        // Both framings at once is how request smuggling starts.
-        (_, Some(_)) => return Err(ErrorStatus::BadRequest),
-        (TransferCoding::Chunked, None) => BodyFraming::Chunked,
-        (TransferCoding::Empty | TransferCoding::ChunkedNotLast, None) => {
-            return Err(ErrorStatus::BadRequest)
-        }
-        (TransferCoding::Unknown, None) => return Err(ErrorStatus::NotImplemented),
+        Framing::Length(length) => BodyFraming::Length(length),
+        Framing::Chunked => BodyFraming::Chunked,
     };
     let keep_alive = !connection_close && (!http10 || connection_keep_alive);
     Ok(HeaderFields {
@@ -92,58 +72,6 @@ pub(crate) fn read_headers<'b>(
         expect_continue: expect_continue && !http10 && body != BodyFraming::Empty,
         if_none_match,
     })
-}
-
-/// What the Transfer-Encoding headers, read in order, amount to.
-#[derive(Clone, Copy)]
-enum TransferCoding {
-    Absent,
-    /// A Transfer-Encoding header listing no coding: chunked is not the
-    /// final coding, so the body cannot be delimited (RFC 9112 §6.3).
-    Empty,
-    /// `chunked` is the final coding: the only framing we decode.
-    Chunked,
-    /// A coding after `chunked`: the body cannot be delimited.
-    ChunkedNotLast,
-    /// A coding we do not implement (gzip, identity, ...).
-    Unknown,
-}
-
-impl TransferCoding {
-    /// A Transfer-Encoding header was seen, before its codings are read.
-    fn present(self) -> TransferCoding {
-        match self {
-            TransferCoding::Absent => TransferCoding::Empty,
-            seen => seen,
-        }
-    }
-
-    fn then(self, coding: &[u8]) -> TransferCoding {
-        match self {
-            TransferCoding::Unknown => TransferCoding::Unknown,
-            _ if !coding.eq_ignore_ascii_case(b"chunked") => match self {
-                TransferCoding::Chunked | TransferCoding::ChunkedNotLast => {
-                    TransferCoding::ChunkedNotLast
-                }
-                _ => TransferCoding::Unknown,
-            },
-            TransferCoding::Absent | TransferCoding::Empty => TransferCoding::Chunked,
-            // `chunked` twice is never valid.
-            _ => TransferCoding::ChunkedNotLast,
-        }
-    }
-}
-
-/// A Content-Length value: digits only, no sign, no list, no overflow.
-fn parse_content_length(value: &[u8]) -> Option<u64> {
-    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(
-        value
-            .iter()
-            .fold(0u64, |length, digit| length * 10 + u64::from(digit - b'0')),
-    )
 }
 
 /// The non-empty, trimmed items of a comma-separated header value.

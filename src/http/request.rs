@@ -16,8 +16,9 @@ use crate::http::version::{version_line, VersionLine};
 pub(crate) const MAX_HEAD_LEN: usize = 8 * 1024;
 /// Largest request body accepted, whether sized by Content-Length or chunked.
 pub(crate) const MAX_BODY_LEN: u64 = 1024 * 1024;
-/// Header slots offered to httparse; more headers than this answer 431.
-const MAX_HEADERS: usize = 64;
+/// Header slots offered to httparse, for requests and upstream responses;
+/// a request with more headers than this answers 431.
+pub(crate) const MAX_HEADERS: usize = 64;
 
 /// How the body that follows a head is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

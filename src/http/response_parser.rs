@@ -1,16 +1,20 @@
-//! One HTTP/1.1 response read from an upstream connection: the head through
-//! httparse, the body delimited by Content-Length, chunked coding, or the
-//! connection's close. Bytes accumulate in the connection's buffer, and each
-//! read parses the response again from its start: upstream bodies are small
-//! (at most `MAX_BODY_LEN`) and usually arrive in one or two reads.
+//! The HTTP/1.1 responses read from one upstream connection: the head
+//! through httparse, the body delimited by Content-Length, chunked coding, or
+//! the connection's close, under the same framing rules as requests
+//! ([`crate::http::framing`]). The parser keeps where it stands between
+//! reads: once the head has all arrived it is not parsed again, and each read
+//! of the body only looks at the bytes it brought. It does no I/O: the caller appends what it reads to a buffer and
+//! hands that over.
 
-use std::mem::MaybeUninit;
+use std::cmp::Ordering;
+use std::mem::{self, MaybeUninit};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::http::request::{list_items, MAX_BODY_LEN, MAX_HEAD_LEN};
-
-const MAX_HEADERS: usize = 64;
+use crate::http::chunked::{ChunkedDecoder, Skipped};
+use crate::http::framing::{Framing, FramingFields};
+use crate::http::request::{list_items, MAX_BODY_LEN, MAX_HEADERS, MAX_HEAD_LEN};
+use crate::http::response::ErrorStatus;
 
 /// A complete upstream response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,114 +37,171 @@ pub(crate) enum Parsed {
     TooLarge,
 }
 
-#[derive(Clone, Copy)]
-enum Framing {
+/// Reads the responses of one upstream connection, one after another.
+#[derive(Debug, Default)]
+pub(crate) struct ResponseParser {
+    /// The head of the response being read, once it has all arrived.
+    head: Option<Head>,
+}
+
+#[derive(Debug)]
+struct Head {
+    /// How many bytes at the start of the buffer the head takes.
+    len: usize,
+    status: u16,
+    keep_alive: bool,
+    body: Body,
+}
+
+/// How the body is delimited, and how far it has come.
+#[derive(Debug)]
+enum Body {
+    /// Exactly this many bytes follow the head.
     Length(usize),
-    Chunked,
+    /// The first `fed` bytes after the head went through the decoder, which
+    /// put their data in `data`; an incomplete chunk-size line is fed again.
+    Chunked {
+        decoder: ChunkedDecoder,
+        fed: usize,
+        data: BytesMut,
+    },
+    /// Everything up to the upstream's close.
     UntilClose,
 }
 
-/// Parses the response in `buf`; `eof` says the upstream closed after it.
-pub(crate) fn parse(buf: &BytesMut, eof: bool) -> Parsed {
+impl ResponseParser {
+    /// Reads the response in `buf`: every byte received since the previous
+    /// response ended, to which the caller only appends between calls. `eof`
+    /// says the upstream closed after them. A complete response is taken out
+    /// of `buf`, and the parser is then ready for the next one.
+    pub(crate) fn parse(&mut self, buf: &mut BytesMut, eof: bool) -> Parsed {
+        let head = match &mut self.head {
+            Some(head) => head,
+            None => match read_head(buf) {
+                Ok(head) => self.head.insert(head),
+                Err(parsed) => return parsed,
+            },
+        };
+        let rest = &buf[head.len..];
+        let body = match &mut head.body {
+            Body::Length(length) => match rest.len().cmp(length) {
+                Ordering::Less => return Parsed::Incomplete,
+                // Anything past the body would be an answer to a request never sent.
+                Ordering::Greater => return Parsed::Invalid,
+                Ordering::Equal => Bytes::copy_from_slice(rest),
+            },
+            Body::Chunked { decoder, fed, data } => match decoder.decode(&rest[*fed..], data) {
+                Ok(Skipped::NeedMore(len)) => {
+                    *fed += len;
+                    return Parsed::Incomplete;
+                }
+                Ok(Skipped::Done(len)) if *fed + len < rest.len() => return Parsed::Invalid,
+                Ok(Skipped::Done(_)) => mem::take(data).freeze(),
+                Err(ErrorStatus::PayloadTooLarge | ErrorStatus::HeaderFieldsTooLarge) => {
+                    return Parsed::TooLarge
+                }
+                Err(_) => return Parsed::Invalid,
+            },
+            Body::UntilClose if rest.len() as u64 > MAX_BODY_LEN => return Parsed::TooLarge,
+            Body::UntilClose if eof => {
+                head.keep_alive = false;
+                Bytes::copy_from_slice(rest)
+            }
+            Body::UntilClose => return Parsed::Incomplete,
+        };
+        let response = UpstreamResponse {
+            status: head.status,
+            body,
+            keep_alive: head.keep_alive,
+        };
+        self.head = None;
+        buf.clear();
+        Parsed::Complete(response)
+    }
+}
+
+/// The head at the start of `buf`, or what to answer while there is none.
+fn read_head(buf: &[u8]) -> Result<Head, Parsed> {
     let mut slots = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut []);
     let parser = httparse::ParserConfig::default();
-    let head_len = match parser.parse_response_with_uninit_headers(&mut response, buf, &mut slots) {
+    // Nothing past the limit is parsed, so a head over it is refused
+    // however the reads cut it.
+    let limited = &buf[..buf.len().min(MAX_HEAD_LEN)];
+    let len = match parser.parse_response_with_uninit_headers(&mut response, limited, &mut slots) {
         Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_LEN => return Parsed::Incomplete,
-        Ok(httparse::Status::Partial) => return Parsed::TooLarge,
-        Err(_) => return Parsed::Invalid,
+        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_LEN => {
+            return Err(Parsed::Incomplete)
+        }
+        Ok(httparse::Status::Partial) => return Err(Parsed::TooLarge),
+        Err(_) => return Err(Parsed::Invalid),
     };
     let status = response.code.unwrap_or(0);
-    let mut framing = Framing::UntilClose;
+    let http10 = response.version == Some(0);
     let mut keep_alive = response.version == Some(1);
+    let mut framing = FramingFields::default();
     for header in response.headers.iter() {
-        let value = header.value.trim_ascii();
-        if header.name.eq_ignore_ascii_case("content-length") {
-            match std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
-                Some(length) => framing = Framing::Length(length),
-                None => return Parsed::Invalid,
-            }
-        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-            framing = if value.eq_ignore_ascii_case(b"chunked") {
-                Framing::Chunked
-            } else {
-                return Parsed::Invalid;
-            };
-        } else if header.name.eq_ignore_ascii_case("connection") {
-            for option in list_items(value) {
+        if framing.read(header.name, header.value).is_err() {
+            return Err(Parsed::Invalid);
+        }
+        if header.name.eq_ignore_ascii_case("connection") {
+            for option in list_items(header.value.trim_ascii()) {
                 keep_alive &= !option.eq_ignore_ascii_case(b"close");
                 keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
             }
         }
     }
-    if status < 200 || status == 204 || status == 304 {
-        framing = Framing::Length(0);
-    }
-
-    let rest = &buf[head_len..];
-    let body = match framing {
-        Framing::Length(length) if length as u64 > MAX_BODY_LEN => return Parsed::TooLarge,
-        // Anything past the body would be an answer to a request never sent.
-        Framing::Length(length) if rest.len() > length => return Parsed::Invalid,
-        Framing::Length(length) if rest.len() == length => Bytes::copy_from_slice(rest),
-        Framing::Length(_) => return Parsed::Incomplete,
-        Framing::Chunked => match dechunk(rest) {
-            Ok(Some(body)) => body,
-            Ok(None) => return Parsed::Incomplete,
-            Err(parsed) => return parsed,
-        },
-        Framing::UntilClose if rest.len() as u64 > MAX_BODY_LEN => return Parsed::TooLarge,
-        Framing::UntilClose if eof => {
-            keep_alive = false;
-            Bytes::copy_from_slice(rest)
-        }
-        Framing::UntilClose => return Parsed::Incomplete,
+    let Ok(framing) = framing.framing(http10) else {
+        return Err(Parsed::Invalid);
     };
-    Parsed::Complete(UpstreamResponse {
+    // These never have a body, whatever their framing fields say.
+    let body = if status < 200 || status == 204 || status == 304 {
+        Body::Length(0)
+    } else {
+        match framing {
+            Framing::Unframed => Body::UntilClose,
+            Framing::Length(length) if length > MAX_BODY_LEN => return Err(Parsed::TooLarge),
+            Framing::Length(length) => Body::Length(length as usize),
+            Framing::Chunked => Body::Chunked {
+                decoder: ChunkedDecoder::default(),
+                fed: 0,
+                data: BytesMut::new(),
+            },
+        }
+    };
+    Ok(Head {
+        len,
         status,
-        body,
         keep_alive,
+        body,
     })
-}
-
-/// The data of a complete chunked body, `None` while more is needed.
-fn dechunk(mut rest: &[u8]) -> Result<Option<Bytes>, Parsed> {
-    let mut body = BytesMut::new();
-    loop {
-        let (line_len, size) = match httparse::parse_chunk_size(rest) {
-            Ok(httparse::Status::Complete(sized)) => sized,
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(_) => return Err(Parsed::Invalid),
-        };
-        rest = &rest[line_len..];
-        if size == 0 {
-            // Trailers are not used. Nothing follows the response (we never
-            // pipeline upstream), so it ends where the buffer ends a blank line.
-            let ended = rest == b"\r\n" || rest.ends_with(b"\r\n\r\n");
-            return Ok(ended.then(|| body.freeze()));
-        }
-        if (body.len() as u64).saturating_add(size) > MAX_BODY_LEN {
-            return Err(Parsed::TooLarge);
-        }
-        let size = size as usize;
-        if rest.len() < size + 2 {
-            return Ok(None);
-        }
-        if &rest[size..size + 2] != b"\r\n" {
-            return Err(Parsed::Invalid);
-        }
-        body.extend_from_slice(&rest[..size]);
-        rest = &rest[size + 2..];
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The response in `text`, arrived in one read.
     fn parse_str(text: &str, eof: bool) -> Parsed {
-        parse(&BytesMut::from(text.as_bytes()), eof)
+        ResponseParser::default().parse(&mut BytesMut::from(text.as_bytes()), eof)
+    }
+
+    /// The response in `text`, arrived in reads that end at each of `ends`
+    /// and then at its end, fed to one parser as the pool does.
+    fn parse_in_reads(text: &str, ends: &[usize], eof: bool) -> Parsed {
+        let mut parser = ResponseParser::default();
+        let mut buf = BytesMut::new();
+        let mut start = 0;
+        for &end in ends {
+            buf.extend_from_slice(&text.as_bytes()[start..end]);
+            start = end;
+            match parser.parse(&mut buf, false) {
+                Parsed::Incomplete => {}
+                done => return done,
+            }
+        }
+        buf.extend_from_slice(&text.as_bytes()[start..]);
+        parser.parse(&mut buf, eof)
     }
 
     fn complete(status: u16, body: &str, keep_alive: bool) -> Parsed {
@@ -206,5 +267,115 @@ mod tests {
         ] {
             assert_eq!(parse_str(text, false), Parsed::TooLarge, "{text:?}");
         }
+    }
+
+    #[test]
+    fn applies_the_request_side_framing_rules() {
+        for text in [
+            "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}",
+            "HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\n{}",
+            "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n{}",
+            "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 2\r\n\r\n{}",
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n{}",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ] {
+            assert_eq!(parse_str(text, true), Parsed::Invalid, "{text:?}");
+        }
+        let repeated = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-length:  2\r\n\r\n{}";
+        assert_eq!(parse_str(repeated, false), complete(200, "{}", true));
+        // Statuses without a body ignore a length past the limit, not a bad one.
+        let not_modified = "HTTP/1.1 304 Not Modified\r\nContent-Length: 2000000\r\n\r\n";
+        assert_eq!(parse_str(not_modified, false), complete(304, "", true));
+        let bad = "HTTP/1.1 304 Not Modified\r\nContent-Length: +1\r\n\r\n";
+        assert_eq!(parse_str(bad, false), Parsed::Invalid);
+    }
+
+    #[test]
+    fn chunked_responses_read_the_same_at_every_split() {
+        let trailer_line = format!("X: {}\r\n", "t".repeat(MAX_HEAD_LEN));
+        let responses = [
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n[\r\n3;x=\"y\"\r\n1,2\r\n1\r\n]\r\n0\r\nA: 1\r\n\r\n".to_string(),
+            "HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_string(),
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\nX".to_string(),
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;\r\n{}\r\n0\r\n\r\n".to_string(),
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n80000\r\n".to_string()
+                + &"x".repeat(0x80000)
+                + "\r\n80001\r\n",
+            format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n{trailer_line}\r\n"),
+        ];
+        let whole: Vec<Parsed> = responses
+            .iter()
+            .map(|text| parse_str(text, false))
+            .collect();
+        assert_eq!(whole[0], complete(200, "[1,2]", true));
+        assert_eq!(whole[1], complete(200, "", false));
+        assert_eq!(
+            whole[2..],
+            [
+                Parsed::Invalid,
+                Parsed::Invalid,
+                Parsed::TooLarge,
+                Parsed::TooLarge
+            ]
+        );
+        for (text, whole) in responses.iter().zip(&whole) {
+            let cuts = (1..text.len()).step_by(if text.len() > 4096 { 997 } else { 1 });
+            for cut in cuts {
+                assert_eq!(
+                    &parse_in_reads(text, &[cut], false),
+                    whole,
+                    "{text:.80?} cut at {cut}"
+                );
+            }
+            let small: Vec<usize> = (1..text.len().min(300)).collect();
+            assert_eq!(
+                &parse_in_reads(text, &small, false),
+                whole,
+                "{text:.80?} byte by byte"
+            );
+        }
+    }
+
+    #[test]
+    fn one_parser_reads_response_after_response() {
+        let mut parser = ResponseParser::default();
+        let mut buf = BytesMut::new();
+        for (text, body) in [
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                "{}",
+            ),
+            ("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n[1]", "[1]"),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n7\r\n0\r\n\r\n",
+                "7",
+            ),
+        ] {
+            let (first, second) = text.split_at(text.len() - 5);
+            buf.extend_from_slice(first.as_bytes());
+            assert_eq!(
+                parser.parse(&mut buf, false),
+                Parsed::Incomplete,
+                "{text:?}"
+            );
+            buf.extend_from_slice(second.as_bytes());
+            assert_eq!(
+                parser.parse(&mut buf, false),
+                complete(200, body, true),
+                "{text:?}"
+            );
+            assert!(buf.is_empty(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_follows_the_body_and_oversized_heads() {
+        let trailing = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nHTTP";
+        assert_eq!(parse_str(trailing, false), Parsed::Invalid);
+        let head = format!("HTTP/1.1 200 OK\r\nX: {}\r\n\r\n", "h".repeat(MAX_HEAD_LEN));
+        assert_eq!(parse_str(&head, false), Parsed::TooLarge);
+        assert_eq!(parse_in_reads(&head, &[4096], false), Parsed::TooLarge);
     }
 }

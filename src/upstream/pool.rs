@@ -14,7 +14,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::config::UpstreamConfig;
-use crate::http::response_parser::{self as upstream_response, Parsed};
+use crate::http::response_parser::{Parsed, ResponseParser};
 use crate::observe::metrics::{PollerMetrics, UpstreamResult};
 use crate::routes::actor::{ActorRequest, ActorResponse};
 use crate::runtime::slab::Slab;
@@ -41,7 +41,9 @@ struct Link {
     reused: bool,
     job: Option<Job>,
     written: usize,
+    /// The answer's bytes so far, kept whole until `response` has read it all.
     received: BytesMut,
+    response: ResponseParser,
 }
 
 pub(crate) struct UpstreamPool {
@@ -131,6 +133,7 @@ impl UpstreamPool {
             job: Some(job),
             written: 0,
             received: BytesMut::new(),
+            response: ResponseParser::default(),
         });
     }
 
@@ -185,7 +188,7 @@ impl UpstreamPool {
                 Err(e) => return self.fail(key, UpstreamFailure::from_io(&e, false), registry),
             }
         }
-        match upstream_response::parse(&link.received, eof) {
+        match link.response.parse(&mut link.received, eof) {
             Parsed::Incomplete if eof => self.fail(key, UpstreamFailure::Closed, registry),
             Parsed::Incomplete => {}
             Parsed::Invalid => self.fail(key, UpstreamFailure::NotHttp, registry),
@@ -199,7 +202,6 @@ impl UpstreamPool {
                     Ok(response.body)
                 };
                 let job = link.job.take();
-                link.received.clear();
                 link.reused = true;
                 if let Some(job) = job {
                     self.answer(job, result);
