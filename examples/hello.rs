@@ -34,5 +34,6 @@ fn main() {
 
     let server = Server::start(&config, routes).expect("start the server");
     println!("listening on http://{}", server.local_addr());
-    server.join();
+    // Drains on SIGINT or SIGTERM.
+    server.run_until_signal();
 }

@@ -23,6 +23,10 @@ mod routes;
 mod runtime;
 mod upstream;
 
+/// The actor system the server runs on, re-exported so that actors behind
+/// actor routes use the same version.
+pub use uppercut;
+
 pub use config::{Config, Dispatch, Timeouts, UpstreamConfig};
 pub use http::method::Method;
 pub use http::response::{CannedResponse, ResponseError};

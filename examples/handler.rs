@@ -1,0 +1,39 @@
+//! A handler route: a function of the request computes the response.
+//!
+//!     cargo run --release --example handler -- 127.0.0.1:8080
+//!     curl -i 'localhost:8080/greet?name=J%C3%BCrgen'    # Hello, Jürgen!
+//!     curl -i 'localhost:8080/greet'                     # 400
+
+use std::fmt::Write;
+
+use uppercut_mio_server::{Config, Method, Request, Response, Routes, Server};
+
+/// `GET /greet?name=NAME` answers `Hello, NAME!`; without a name, 400.
+fn greet(request: &Request<'_>, response: &mut Response<'_>) {
+    let _ = response.header("Content-Type", "text/plain; charset=utf-8");
+    match request.query_param("name") {
+        Some(name) => {
+            let _ = write!(response, "Hello, {name}!");
+        }
+        None => {
+            let _ = response.set_status(400);
+            response.body(b"400 Bad Request: /greet?name=NAME\n");
+        }
+    }
+}
+
+fn main() {
+    env_logger::init();
+    let bind = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let config = Config {
+        bind: bind.parse().expect("ADDR:PORT"),
+        ..Config::default()
+    };
+    let routes = Routes::new().handler(&[Method::Get], "/greet", greet);
+    let server = Server::start(&config, routes).expect("start the server");
+    println!("listening on http://{}", server.local_addr());
+    // Drains on SIGINT or SIGTERM.
+    server.run_until_signal();
+}
