@@ -2,10 +2,9 @@
 //! state machine. Bodies are skipped, except those a handler or an actor
 //! will see, which are collected after their head.
 
-use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::http::chunked::{ChunkedDecoder, Skipped};
 use crate::http::date::DATE_LEN;
@@ -13,6 +12,7 @@ use crate::http::request::{parse_head, BodyFraming, Method, ParsedHead, RequestH
 use crate::http::response::{status_and_body_len, ErrorStatus, Persistence, CONTINUE};
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::PollerMetrics;
+use crate::request_stream::call::{call, Call};
 use crate::routes::request::Request;
 use crate::routes::table::{Reply, RouteAnswer, Routes};
 
@@ -78,19 +78,6 @@ pub(super) enum State {
     },
     /// A response that closes the connection was written; input is ignored.
     Closed,
-}
-
-/// A request for an actor route, for the connection to send.
-#[derive(Debug)]
-pub(crate) struct Call {
-    /// The route's index among the table's actor routes.
-    pub(crate) actor: usize,
-    pub(crate) method: Method,
-    /// The head, then the body.
-    pub(crate) data: Bytes,
-    pub(crate) head_len: usize,
-    pub(crate) path: Range<usize>,
-    pub(crate) query: Option<Range<usize>>,
 }
 
 /// What one call to [`Framer::serve`] did with its input.
@@ -374,29 +361,5 @@ impl Framer {
             Persistence::Close => State::Closed,
             Persistence::KeepAlive | Persistence::KeepAliveHttp10 => State::Head,
         };
-    }
-}
-
-/// The actor request for `head`: its bytes and where its path and query are.
-fn call(actor: usize, head: &RequestHead, raw_head: &[u8], body: &[u8]) -> Call {
-    // The path and query lie in the head, but for a target that names no
-    // path, whose empty path may lie anywhere.
-    let offset = |part: &[u8]| {
-        let start = (part.as_ptr() as usize).wrapping_sub(raw_head.as_ptr() as usize);
-        match start.checked_add(part.len()) {
-            Some(end) if end <= raw_head.len() => start..end,
-            _ => 0..0,
-        }
-    };
-    let mut data = BytesMut::with_capacity(raw_head.len() + body.len());
-    data.extend_from_slice(raw_head);
-    data.extend_from_slice(body);
-    Call {
-        actor,
-        method: head.method,
-        data: data.freeze(),
-        head_len: raw_head.len(),
-        path: offset(head.path),
-        query: head.query.map(offset),
     }
 }

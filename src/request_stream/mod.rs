@@ -6,6 +6,7 @@
 //! the connection to send; its answer comes back through
 //! [`RequestStream::complete_call`].
 
+mod call;
 mod framer;
 
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::PollerMetrics;
 use crate::routes::actor::Outcome;
 use crate::routes::table::Routes;
-pub(crate) use framer::Call;
+pub(crate) use call::Call;
 pub use framer::OUTPUT_HIGH_WATER;
 use framer::{Answer, Framer, State};
 

@@ -6,6 +6,7 @@ pub(crate) mod actor;
 pub(crate) mod conditional;
 pub(crate) mod etag;
 pub(crate) mod handler;
+pub(crate) mod path_entry;
 pub(crate) mod percent;
 pub(crate) mod request;
 pub(crate) mod responses;

@@ -67,7 +67,7 @@ impl fmt::Debug for StaticSite {
 
 impl StaticSite {
     /// Loads every regular file under `dir` within `limits`, dotfiles too
-    /// when `dotfiles` is set; see [`static_files`].
+    /// when `dotfiles` is set; see the crate documentation.
     pub fn load(
         dir: &Path,
         limits: StaticLimits,

@@ -21,6 +21,7 @@ use crate::http::target::TargetForm;
 use crate::routes::etag;
 use crate::routes::handler::Handler;
 use crate::routes::handler::Response;
+use crate::routes::path_entry::{Entry, Target};
 use crate::routes::percent::decode_path;
 use crate::routes::request::Request;
 use crate::routes::static_files::{StaticFilesError, StaticLimits};
@@ -55,22 +56,6 @@ impl Reply {
     pub(crate) fn is_refusal(answer: &RouteAnswer) -> bool {
         matches!(answer, Err(_) | Ok(Reply::NotAllowed(_)))
     }
-}
-
-/// What answers one method at one path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Target {
-    Canned(usize),
-    Handler(usize),
-    Actor(usize),
-}
-
-/// One path's routes, by method (in `Method::ROUTABLE` order).
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    targets: [Option<Target>; Method::ROUTABLE.len()],
-    /// The 405 whose `Allow` lists the methods above.
-    pub(crate) not_allowed: CannedResponse,
 }
 
 /// A canned route's responses.
@@ -369,28 +354,6 @@ impl Routes {
     /// The addresses of the actors spawned at start.
     pub(crate) fn spawned_addresses(&self) -> impl Iterator<Item = &str> {
         self.spawns.iter().map(|(address, _)| address.as_str())
-    }
-}
-
-impl Entry {
-    fn target(&self, method: Method) -> Option<Target> {
-        let slot = Method::ROUTABLE.iter().position(|&m| m == method)?;
-        self.targets[slot]
-    }
-
-    /// The `Allow` value: every method with a target, and HEAD with GET.
-    fn allow(&self) -> String {
-        let allowed = |slot: usize, method: Method| {
-            self.targets[slot].is_some()
-                || (method == Method::Head && self.target(Method::Get).is_some())
-        };
-        let names: Vec<&str> = Method::ROUTABLE
-            .iter()
-            .enumerate()
-            .filter(|&(slot, &method)| allowed(slot, method))
-            .map(|(_, method)| method.as_str())
-            .collect();
-        names.join(", ")
     }
 }
 

@@ -228,8 +228,14 @@ mod tests {
         let response = UpstreamFailure::Status(418).response();
         assert_eq!(response.status, 502);
         assert_eq!(response.content_type, Some("text/plain; charset=utf-8"));
-        assert_eq!(&response.body[..], b"502 Bad Gateway: upstream status 418\n");
+        assert_eq!(
+            &response.body[..],
+            b"502 Bad Gateway: upstream status 418\n"
+        );
         let response = UpstreamFailure::TimedOut.response();
-        assert_eq!(&response.body[..], b"504 Gateway Timeout: upstream timed out\n");
+        assert_eq!(
+            &response.body[..],
+            b"504 Gateway Timeout: upstream timed out\n"
+        );
     }
 }

@@ -1,0 +1,45 @@
+//! What an actor route's request leaves for its connection to send: the
+//! request's bytes, and where its path and query lie in them.
+
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::http::request::{Method, RequestHead};
+
+/// A request for an actor route, for the connection to send.
+#[derive(Debug)]
+pub(crate) struct Call {
+    /// The route's index among the table's actor routes.
+    pub(crate) actor: usize,
+    pub(crate) method: Method,
+    /// The head, then the body.
+    pub(crate) data: Bytes,
+    pub(crate) head_len: usize,
+    pub(crate) path: Range<usize>,
+    pub(crate) query: Option<Range<usize>>,
+}
+
+/// The actor request for `head`: its bytes and where its path and query are.
+pub(super) fn call(actor: usize, head: &RequestHead, raw_head: &[u8], body: &[u8]) -> Call {
+    // The path and query lie in the head, but for a target that names no
+    // path, whose empty path may lie anywhere.
+    let offset = |part: &[u8]| {
+        let start = (part.as_ptr() as usize).wrapping_sub(raw_head.as_ptr() as usize);
+        match start.checked_add(part.len()) {
+            Some(end) if end <= raw_head.len() => start..end,
+            _ => 0..0,
+        }
+    };
+    let mut data = BytesMut::with_capacity(raw_head.len() + body.len());
+    data.extend_from_slice(raw_head);
+    data.extend_from_slice(body);
+    Call {
+        actor,
+        method: head.method,
+        data: data.freeze(),
+        head_len: raw_head.len(),
+        path: offset(head.path),
+        query: head.query.map(offset),
+    }
+}

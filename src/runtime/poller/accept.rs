@@ -1,0 +1,103 @@
+//! How a poller takes connections in: accepting (pausing when out of
+//! descriptors), placing each on the least-loaded poller, taking those other
+//! pollers handed over, and registering them as connection actors.
+
+use std::io::ErrorKind;
+
+use log::{debug, warn};
+use mio::net::TcpStream;
+use mio::Interest;
+use uppercut::api::AnySender;
+
+use super::{Poller, ACCEPT_BACKOFF};
+use crate::runtime::balance::Placement;
+use crate::runtime::lifecycle::Phase;
+use crate::runtime::socket::is_out_of_resources;
+
+impl Poller {
+    pub(super) fn accept(&mut self, sender: &mut dyn AnySender) {
+        while self.accept_paused_until_ms.is_none() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
+                Ok((socket, _)) => self.place(socket, sender),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if is_out_of_resources(&e) => {
+                    if let Some(metrics) = &self.shared.metrics {
+                        metrics.add(&metrics.accept_pauses, 1);
+                    }
+                    warn!("accept: {e}; pausing accepts for {ACCEPT_BACKOFF:?}");
+                    let resume = self.shared.clock.now_ms() + ACCEPT_BACKOFF.as_millis() as u64;
+                    self.accept_paused_until_ms = Some(resume);
+                }
+                // The client gave up before we accepted (ECONNABORTED and the like).
+                Err(e) => debug!("accept: {e}"),
+            }
+        }
+    }
+
+    /// Keeps a connection just accepted, or hands it to the least-loaded
+    /// poller if this one holds more (see `balance`).
+    fn place(&mut self, socket: TcpStream, sender: &mut dyn AnySender) {
+        // Past the limit the connection is closed at once: dropped here.
+        if !self.shared.server.admit() {
+            if let Some(metrics) = &self.shared.metrics {
+                metrics.add(&metrics.refused, 1);
+            }
+            return;
+        }
+        let balance = &self.shared.balance;
+        match balance.place(self.shared.index) {
+            Placement::Keep => self.adopt(socket, sender),
+            Placement::HandTo(target) => {
+                // That poller is draining or stopped: the socket closes here.
+                if balance.hand_off(target, socket).is_err() {
+                    self.shared.server.release(1);
+                    balance.closed(target, 1);
+                }
+            }
+        }
+    }
+
+    /// Takes the sockets other pollers handed over: adopts them while the
+    /// server runs, closes them once it drains. True when there were any.
+    pub(super) fn take_handed(&mut self, sender: &mut dyn AnySender) -> bool {
+        let mut handed = std::mem::take(&mut self.handed);
+        self.shared.balance.take(self.shared.index, &mut handed);
+        let found = !handed.is_empty();
+        for socket in handed.drain(..) {
+            match self.shared.server.phase() {
+                Phase::Running => self.adopt(socket, sender),
+                _ => {
+                    drop(socket);
+                    self.shared.release(1);
+                }
+            }
+        }
+        self.handed = handed;
+        found
+    }
+
+    /// Registers a connection, admitted and counted, and makes its actor.
+    fn adopt(&mut self, mut socket: TcpStream, sender: &mut dyn AnySender) {
+        if let Err(e) = socket.set_nodelay(true) {
+            debug!("set_nodelay: {e}");
+        }
+        let token = self.connections.next_token();
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut socket, token, Interest::READABLE)
+        {
+            warn!("register failed: {e}");
+            self.shared.release(1);
+            return;
+        }
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.add(&metrics.accepted, 1);
+        }
+        self.connections.adopt(socket, sender);
+    }
+}
