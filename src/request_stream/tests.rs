@@ -61,3 +61,56 @@ fn an_oversized_chunk_size_line_gets_one_answer_however_it_arrives() {
     let cuts = [4096, request.len() - 10];
     assert_eq!(feed_in_reads(request.as_bytes(), &cuts), whole);
 }
+
+/// An actor route's request leaves a call, and the requests pipelined
+/// behind it wait for its answer: responses stay in request order.
+#[test]
+fn pipelined_requests_wait_for_an_actor_s_answer() {
+    use crate::http::method::Method;
+    use crate::routes::actor::{ActorResponse, Outcome};
+
+    let routes = Routes::standard().actor(&[Method::Post], "/a", "actor");
+    let date = format_imf_fixdate(0);
+    let mut stream = RequestStream::default();
+    let mut out = BytesMut::new();
+    let input = b"POST /a?q=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc\
+        GET /json HTTP/1.1\r\nHost: h\r\n\r\n";
+    stream.feed(input, &routes, &date, &mut out);
+    assert!(out.is_empty(), "nothing before the actor's answer");
+    assert!(stream.is_awaiting_call());
+    let call = stream.take_call().expect("a call");
+    let head = &call.data[..call.head_len];
+    assert_eq!(&head[call.path.clone()], b"/a");
+    assert_eq!(call.query.clone().map(|q| &head[q]), Some(&b"q=1"[..]));
+    assert_eq!(&call.data[call.head_len..], b"abc");
+
+    let answer = ActorResponse::text("ok");
+    let end = CallEnd::Outcome(Outcome::Answered(answer));
+    stream.complete_call(end, &routes, &date, &mut out);
+    let output = String::from_utf8_lossy(&out).into_owned();
+    let first = output.find("\r\n\r\nok").expect("the actor's answer");
+    let second = output.find("Hello, World!").expect("then /json");
+    assert!(first < second);
+    assert!(!stream.is_awaiting_call());
+}
+
+/// No answer in time: 504, and the stream goes on.
+#[test]
+fn a_call_that_times_out_answers_504_and_the_stream_goes_on() {
+    use crate::http::method::Method;
+
+    let routes = Routes::standard().actor(&[Method::Get], "/a", "actor");
+    let date = format_imf_fixdate(0);
+    let mut stream = RequestStream::default();
+    let mut out = BytesMut::new();
+    stream.feed(
+        b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n",
+        &routes,
+        &date,
+        &mut out,
+    );
+    assert!(stream.take_call().is_some());
+    stream.complete_call(CallEnd::TimedOut, &routes, &date, &mut out);
+    assert_eq!(status_line(&out), "HTTP/1.1 504 Gateway Timeout");
+    assert!(!stream.is_closed());
+}
