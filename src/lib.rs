@@ -1,13 +1,43 @@
 //! uppercut-mio-server: an HTTP/1.1 server whose event loops (pollers) and
-//! connections are Uppercut actors, on mio, answering with canned responses.
+//! connections are Uppercut actors, on mio.
+//!
+//! A [`Routes`] table holds three kinds of route: canned responses built
+//! once at start, handler routes (a function of the [`Request`] writes the
+//! [`Response`], in the connection actor), and actor routes (the request
+//! goes as an [`ActorRequest`] to an uppercut actor in the server's
+//! system, which answers with an [`ActorResponse`]).
 //!
 //! ```no_run
-//! use uppercut_mio_server::{CannedResponse, Config, Routes, Server};
+//! use std::fmt::Write;
 //!
-//! let routes = Routes::new().route("/", CannedResponse::ok("text/plain", "hi\n"));
+//! use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
+//! use uppercut_mio_server::{ActorRequest, ActorResponse, CannedResponse};
+//! use uppercut_mio_server::{Config, Method, Routes, Server};
+//!
+//! /// Counts the requests it has answered.
+//! struct Counter(u64);
+//!
+//! impl AnyActor for Counter {
+//!     fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+//!         if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+//!             self.0 += 1;
+//!             request.respond(ActorResponse::text(self.0.to_string()));
+//!         }
+//!     }
+//! }
+//!
+//! let routes = Routes::new()
+//!     .route("/", CannedResponse::ok("text/plain", "hi\n"))
+//!     .handler(&[Method::Get], "/greet", |request, response| {
+//!         let name = request.query_param("name").unwrap_or_default();
+//!         let _ = write!(response, "Hello, {name}!");
+//!     })
+//!     .actor(&[Method::Get], "/count", "counter")
+//!     .spawn("counter", Counter(0));
 //! let server = Server::start(&Config::default(), routes).expect("bind");
 //! println!("listening on {}", server.local_addr());
-//! server.join();
+//! // Serves until SIGINT or SIGTERM, then drains.
+//! server.run_until_signal();
 //! ```
 
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
