@@ -8,7 +8,7 @@
 use bytes::BytesMut;
 
 use crate::http::request::{MAX_BODY_LEN, MAX_HEAD_LEN};
-use crate::http::response::ErrorStatus;
+use crate::http::status::ErrorStatus;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {

@@ -4,8 +4,26 @@
 //! readers that disagree on where a message ends are how request smuggling
 //! and response splitting start. Nothing here allocates.
 
-use crate::http::headers::list_items;
-use crate::http::response::ErrorStatus;
+use crate::http::status::ErrorStatus;
+
+/// Largest request body accepted, whether sized by Content-Length or chunked.
+pub(crate) const MAX_BODY_LEN: u64 = 1024 * 1024;
+
+/// How the body that follows a head is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyFraming {
+    Empty,
+    Length(u64),
+    Chunked,
+}
+
+/// The non-empty, trimmed items of a comma-separated header value.
+pub(crate) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|item| !item.is_empty())
+}
 
 /// How the body after a head is delimited, before any limit is applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

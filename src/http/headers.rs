@@ -3,9 +3,9 @@
 //! message framing (shared with responses, [`crate::http::framing`]), persistence
 //! (`Connection`), `Expect` and `If-None-Match`. Nothing here allocates.
 
+use crate::http::framing::{list_items, BodyFraming, MAX_BODY_LEN};
 use crate::http::framing::{Framing, FramingError, FramingFields};
-use crate::http::request::{BodyFraming, MAX_BODY_LEN};
-use crate::http::response::ErrorStatus;
+use crate::http::status::ErrorStatus;
 use crate::http::target::is_valid_host;
 
 /// What the header fields say, once checked.
@@ -74,19 +74,11 @@ pub(crate) fn read_headers<'b>(
     })
 }
 
-/// The non-empty, trimmed items of a comma-separated header value.
-pub(crate) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|&b| b == b',')
-        .map(<[u8]>::trim_ascii)
-        .filter(|item| !item.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use crate::http::request::testing::{head, rejected};
     use crate::http::request::BodyFraming;
-    use crate::http::response::ErrorStatus;
+    use crate::http::status::ErrorStatus;
 
     #[test]
     fn reads_body_framing() {

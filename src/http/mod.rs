@@ -5,6 +5,7 @@
 pub(crate) mod chunked;
 pub(crate) mod date;
 pub(crate) mod framing;
+pub(crate) mod head;
 pub(crate) mod headers;
 pub(crate) mod http_date;
 pub(crate) mod method;

@@ -5,28 +5,18 @@
 
 use std::mem::MaybeUninit;
 
-pub(crate) use crate::http::headers::list_items;
+pub(crate) use crate::http::framing::{list_items, BodyFraming, MAX_BODY_LEN};
 use crate::http::headers::read_headers;
 pub(crate) use crate::http::method::Method;
-use crate::http::response::ErrorStatus;
+use crate::http::status::ErrorStatus;
 use crate::http::target::{parse_target, TargetForm};
 use crate::http::version::{version_line, VersionLine};
 
 /// Largest request head (request line and headers) accepted.
 pub(crate) const MAX_HEAD_LEN: usize = 8 * 1024;
-/// Largest request body accepted, whether sized by Content-Length or chunked.
-pub(crate) const MAX_BODY_LEN: u64 = 1024 * 1024;
 /// Header slots offered to httparse, for requests and upstream responses;
 /// a request with more headers than this answers 431.
 pub(crate) const MAX_HEADERS: usize = 64;
-
-/// How the body that follows a head is delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BodyFraming {
-    Empty,
-    Length(u64),
-    Chunked,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RequestHead<'b> {
@@ -216,7 +206,7 @@ fn oversized_head(buf: &[u8]) -> ErrorStatus {
 #[cfg(test)]
 pub(crate) mod testing {
     use super::{parse_head, ParsedHead, RequestHead};
-    use crate::http::response::ErrorStatus;
+    use crate::http::status::ErrorStatus;
 
     /// `raw` parsed whole into a head.
     pub(crate) fn head(raw: &str) -> RequestHead<'_> {

@@ -5,37 +5,13 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::http::date::DATE_LEN;
+pub(crate) use crate::http::head::Persistence;
+use crate::http::head::SERVER_NAME;
 pub use crate::http::response_fields::ResponseError;
 use crate::http::response_fields::{check_header, check_status};
-pub(crate) use crate::http::status::ErrorStatus;
-
-pub(crate) const SERVER_NAME: &str = "uppercut-mio-server";
 
 /// The interim response a client sending `Expect: 100-continue` waits for.
 pub(crate) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-
-/// The `Connection` header a response carries, which depends on the exchange
-/// rather than on the route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Persistence {
-    /// HTTP/1.1 keep-alive: the default, no header needed.
-    KeepAlive,
-    /// HTTP/1.0 keep-alive must be confirmed by the server.
-    KeepAliveHttp10,
-    /// The connection closes once this response is written.
-    Close,
-}
-
-impl Persistence {
-    /// The bytes from the end of the `Date` value to the end of the head.
-    fn head_end(self) -> &'static [u8] {
-        match self {
-            Persistence::KeepAlive => b"\r\n\r\n",
-            Persistence::KeepAliveHttp10 => b"\r\nConnection: keep-alive\r\n\r\n",
-            Persistence::Close => b"\r\nConnection: close\r\n\r\n",
-        }
-    }
-}
 
 /// A complete response, but for its `Date` value and `Connection` header.
 #[derive(Debug, Clone)]
@@ -161,34 +137,6 @@ fn status_of(head: &[u8]) -> u16 {
         .and_then(|digits| std::str::from_utf8(digits).ok())
         .and_then(|digits| digits.parse().ok())
         .unwrap_or(0)
-}
-
-/// Appends `value` in decimal, for responses built per request elsewhere.
-pub(crate) fn put_decimal(out: &mut BytesMut, value: usize) {
-    write_decimal(out, value);
-}
-
-/// Ends a head built per request elsewhere: the `Date` header, with the
-/// `Connection` header `persistence` needs, and the blank line.
-pub(crate) fn end_head(out: &mut BytesMut, date: &[u8; DATE_LEN], persistence: Persistence) {
-    out.extend_from_slice(b"\r\nDate: ");
-    out.extend_from_slice(date);
-    out.extend_from_slice(persistence.head_end());
-}
-
-/// Appends `value` in decimal, formatted on the stack.
-fn write_decimal(out: &mut BytesMut, mut value: usize) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[start..]);
 }
 
 #[cfg(test)]

@@ -8,8 +8,7 @@ use std::fmt;
 use bytes::BytesMut;
 
 use crate::http::date::DATE_LEN;
-use crate::http::response::{end_head, put_decimal, Persistence, SERVER_NAME};
-use crate::http::status::reason_phrase;
+use crate::http::head::{end_head, put_decimal, reason_phrase, Persistence, SERVER_NAME};
 
 /// Header fields the server writes itself: the framing of the body (two
 /// `Content-Length`s, or one beside `Transfer-Encoding`, make a response

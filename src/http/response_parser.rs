@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use crate::http::chunked::{ChunkedDecoder, Skipped};
 use crate::http::framing::{Framing, FramingFields};
 use crate::http::request::{list_items, MAX_BODY_LEN, MAX_HEADERS, MAX_HEAD_LEN};
-use crate::http::response::ErrorStatus;
+use crate::http::status::ErrorStatus;
 
 /// A complete upstream response.
 #[derive(Debug, Clone, PartialEq, Eq)]

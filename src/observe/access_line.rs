@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::http::date::DATE_LEN;
-use crate::observe::access_log::{record, LogShared};
+use crate::observe::access_log::{record, AccessLog, LogShared};
 
 /// The longest request line, Referer or User-Agent copied into a line.
 const MAX_FIELD: usize = 2048;
@@ -33,9 +33,10 @@ impl std::fmt::Debug for AccessRecorder {
 }
 
 impl AccessRecorder {
-    pub(crate) fn new(log: Arc<LogShared>, peer: Option<IpAddr>) -> AccessRecorder {
+    /// A connection's recorder into `log`; `peer` is the client's address.
+    pub(crate) fn new(log: &AccessLog, peer: Option<IpAddr>) -> AccessRecorder {
         AccessRecorder {
-            log,
+            log: log.shared(),
             peer,
             line: Vec::new(),
             split: 0,
@@ -163,7 +164,7 @@ mod tests {
             std::env::temp_dir().join(format!("uppercut-access-log-unit-{}", std::process::id())),
         ))
         .unwrap();
-        let mut recorder = log.recorder(Some("10.0.0.1".parse().unwrap()));
+        let mut recorder = AccessRecorder::new(&log, Some("10.0.0.1".parse().unwrap()));
         let date = format_imf_fixdate(971_186_136);
         recorder.request(
             b"GET /a?b=\"c\" HTTP/1.1\r\nHost: h\r\nuser-agent: t/1\r\nReferer: \r\n\r\n",

@@ -14,7 +14,6 @@
 use std::cell::{RefCell, UnsafeCell};
 use std::fs::OpenOptions;
 use std::io::{self, Write};
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,8 +21,6 @@ use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
 use log::warn;
-
-use crate::observe::access_line::AccessRecorder;
 
 /// Bytes in a thread's ring: room for the lines written while the flusher,
 /// woken at `FLUSH_SIZE`, catches up.
@@ -95,9 +92,9 @@ impl AccessLog {
         }))
     }
 
-    /// A connection's recorder; `peer` is the client's address.
-    pub(crate) fn recorder(&self, peer: Option<IpAddr>) -> AccessRecorder {
-        AccessRecorder::new(Arc::clone(&self.shared), peer)
+    /// What a connection's recorder writes into.
+    pub(crate) fn shared(&self) -> Arc<LogShared> {
+        Arc::clone(&self.shared)
     }
 
     /// Writes out every line recorded so far and stops the flusher. Call it

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use bytes::{Buf, BytesMut};
 
 use crate::http::date::DATE_LEN;
-use crate::http::response::ErrorStatus;
 use crate::http::response_fields::write_response;
+use crate::http::status::ErrorStatus;
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::PollerMetrics;
 use crate::routes::actor::Outcome;

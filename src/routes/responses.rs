@@ -4,7 +4,8 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::http::date::DATE_LEN;
-use crate::http::response::{CannedResponse, ErrorStatus, Persistence};
+use crate::http::response::{CannedResponse, Persistence};
+use crate::http::status::ErrorStatus;
 use crate::routes::handler;
 use crate::routes::request::Request;
 use crate::routes::table::{Reply, RouteAnswer, Routes};

@@ -6,7 +6,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::http::date::DATE_LEN;
-use crate::http::response::{end_head, put_decimal, Persistence, SERVER_NAME};
+use crate::http::head::{end_head, put_decimal, Persistence, SERVER_NAME};
 
 /// A 206 for one byte range of a file: everything up to the `Content-Range`
 /// value is built once; the range and its length are written per request,

@@ -22,7 +22,8 @@ use bytes::BytesMut;
 
 use crate::http::date::DATE_LEN;
 use crate::http::request::RequestHead;
-use crate::http::response::{ErrorStatus, Persistence};
+use crate::http::response::Persistence;
+use crate::http::status::ErrorStatus;
 use crate::routes::static_files::{self, StaticFilesError, StaticLimits};
 use crate::routes::static_table::{StaticReply, StaticTable};
 

@@ -11,7 +11,8 @@ use bytes::{Bytes, BytesMut};
 
 use crate::http::date::{format_imf_fixdate, unix_seconds, DATE_LEN};
 use crate::http::request::{Method, RequestHead, MAX_HEAD_LEN};
-use crate::http::response::{CannedResponse, ErrorStatus, Persistence};
+use crate::http::response::{CannedResponse, Persistence};
+use crate::http::status::ErrorStatus;
 use crate::routes::conditional::{
     if_range_matches, not_modified_since, parse_range, scan_headers, target_query, RangeRequest,
 };

@@ -15,8 +15,9 @@ use uppercut::api::{Actor, AnyActor};
 
 use crate::http::method::Method;
 use crate::http::request::{RequestHead, MAX_HEAD_LEN};
-use crate::http::response::{CannedResponse, ErrorStatus};
+use crate::http::response::CannedResponse;
 use crate::http::status::not_allowed;
+use crate::http::status::ErrorStatus;
 use crate::http::target::TargetForm;
 use crate::routes::etag;
 use crate::routes::handler::Handler;

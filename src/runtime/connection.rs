@@ -24,6 +24,7 @@ use mio::Token;
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
+use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::actor::{ActorRequest, ReplyTo};
@@ -83,7 +84,8 @@ impl Connection {
         let timer = ConnectionTimer::new(shared.clock.now_ms(), &shared.timeouts);
         let mut stream = RequestStream::default();
         if let Some(log) = &shared.access_log {
-            stream.log_to(log.recorder(socket.peer_addr().ok().map(|peer| peer.ip())));
+            let peer = socket.peer_addr().ok().map(|peer| peer.ip());
+            stream.log_to(AccessRecorder::new(log, peer));
         }
         if let Some(metrics) = &shared.metrics {
             stream.count_to(Arc::clone(metrics));

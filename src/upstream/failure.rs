@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use log::warn;
 
-use crate::http::response::ErrorStatus;
+use crate::http::status::ErrorStatus;
 use crate::routes::actor::ActorResponse;
 
 /// Why the upstream's answer is not there.

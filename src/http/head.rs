@@ -1,0 +1,106 @@
+//! The bytes every response head shares, however it is built: the
+//! `Server` name, the `Connection` header the exchange needs, the `Date` at
+//! the end, decimal lengths, and reason phrases.
+
+use bytes::BytesMut;
+
+use crate::http::date::DATE_LEN;
+
+/// The `Server` header's value.
+pub(crate) const SERVER_NAME: &str = "uppercut-mio-server";
+
+/// The `Connection` header a response carries, which depends on the exchange
+/// rather than on the route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// HTTP/1.1 keep-alive: the default, no header needed.
+    KeepAlive,
+    /// HTTP/1.0 keep-alive must be confirmed by the server.
+    KeepAliveHttp10,
+    /// The connection closes once this response is written.
+    Close,
+}
+
+impl Persistence {
+    /// The bytes from the end of the `Date` value to the end of the head.
+    pub(crate) fn head_end(self) -> &'static [u8] {
+        match self {
+            Persistence::KeepAlive => b"\r\n\r\n",
+            Persistence::KeepAliveHttp10 => b"\r\nConnection: keep-alive\r\n\r\n",
+            Persistence::Close => b"\r\nConnection: close\r\n\r\n",
+        }
+    }
+}
+
+/// Appends `value` in decimal, for responses built per request elsewhere.
+pub(crate) fn put_decimal(out: &mut BytesMut, value: usize) {
+    write_decimal(out, value);
+}
+
+/// Ends a head built per request elsewhere: the `Date` header, with the
+/// `Connection` header `persistence` needs, and the blank line.
+pub(crate) fn end_head(out: &mut BytesMut, date: &[u8; DATE_LEN], persistence: Persistence) {
+    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(persistence.head_end());
+}
+
+/// Appends `value` in decimal, formatted on the stack.
+fn write_decimal(out: &mut BytesMut, mut value: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[start..]);
+}
+
+/// The reason phrase for `code`; empty for a code without a registered
+/// one (a status line may have an empty reason, RFC 9112 §4).
+pub(crate) fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        205 => "Reset Content",
+        206 => "Partial Content",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Payload Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
