@@ -95,6 +95,7 @@ pub(crate) fn reason_phrase(code: u16) -> &'static str {
         416 => "Range Not Satisfiable",
         422 => "Unprocessable Content",
         429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",
         502 => "Bad Gateway",

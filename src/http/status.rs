@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::http::head::reason_phrase;
 use crate::http::response::CannedResponse;
 
 /// The error statuses this server answers with.
@@ -55,21 +56,9 @@ impl ErrorStatus {
         }
     }
 
+    /// The reason phrase of the status line.
     pub(crate) fn reason(self) -> &'static str {
-        match self {
-            ErrorStatus::BadRequest => "Bad Request",
-            ErrorStatus::NotFound => "Not Found",
-            ErrorStatus::MethodNotAllowed => "Method Not Allowed",
-            ErrorStatus::RequestTimeout => "Request Timeout",
-            ErrorStatus::PayloadTooLarge => "Payload Too Large",
-            ErrorStatus::UriTooLong => "URI Too Long",
-            ErrorStatus::HeaderFieldsTooLarge => "Request Header Fields Too Large",
-            ErrorStatus::NotImplemented => "Not Implemented",
-            ErrorStatus::BadGateway => "Bad Gateway",
-            ErrorStatus::ServiceUnavailable => "Service Unavailable",
-            ErrorStatus::GatewayTimeout => "Gateway Timeout",
-            ErrorStatus::HttpVersionNotSupported => "HTTP Version Not Supported",
-        }
+        reason_phrase(self.code())
     }
 
     /// Whether the request stream can go on after this error. Routing and
@@ -105,4 +94,21 @@ impl ErrorStatus {
 /// The 405 for a path that accepts the methods `allow` lists.
 pub(crate) fn not_allowed(allow: &str) -> CannedResponse {
     ErrorStatus::MethodNotAllowed.canned_with(&[("Allow", allow)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_status_has_its_reason_phrase() {
+        for status in ErrorStatus::ALL {
+            assert!(!status.reason().is_empty(), "{status:?}");
+        }
+        assert_eq!(
+            ErrorStatus::HeaderFieldsTooLarge.reason(),
+            "Request Header Fields Too Large"
+        );
+        assert_eq!(ErrorStatus::PayloadTooLarge.reason(), "Payload Too Large");
+    }
 }

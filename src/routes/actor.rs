@@ -44,17 +44,19 @@ impl ActorResponse {
 
     /// A 200 response with a `text/plain; charset=utf-8` body.
     pub fn text(body: impl Into<Bytes>) -> ActorResponse {
-        ActorResponse::typed("text/plain; charset=utf-8", body.into())
+        ActorResponse::typed(200, "text/plain; charset=utf-8", body.into())
     }
 
     /// A 200 response with an `application/json` body.
     pub fn json(body: impl Into<Bytes>) -> ActorResponse {
-        ActorResponse::typed("application/json", body.into())
+        ActorResponse::typed(200, "application/json", body.into())
     }
 
-    pub(crate) fn typed(content_type: &'static str, body: Bytes) -> ActorResponse {
+    /// A response the server builds itself, whose status is known to be a
+    /// final response's.
+    pub(crate) fn typed(status: u16, content_type: &'static str, body: Bytes) -> ActorResponse {
         ActorResponse {
-            status: 200,
+            status,
             content_type: Some(content_type),
             headers: BytesMut::new(),
             body,

@@ -54,7 +54,7 @@ pub(crate) fn normalize_path<'b>(path: &[u8], buf: &'b mut [u8]) -> Option<&'b [
     Some(&buf[..len])
 }
 
-fn hex_digit(byte: u8) -> Option<u8> {
+pub(crate) fn hex_digit(byte: u8) -> Option<u8> {
     match byte {
         b'0'..=b'9' => Some(byte - b'0'),
         b'a'..=b'f' => Some(byte - b'a' + 10),

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::http::method::Method;
+use crate::routes::percent::hex_digit;
 
 /// A request routed to a handler or an actor. It borrows the bytes the
 /// request arrived in: looking at it allocates nothing, but for
@@ -119,7 +120,7 @@ fn decode_component(component: &[u8]) -> Option<Cow<'_, str>> {
             b'+' => b' ',
             b'%' => match after {
                 [high, low, more @ ..] => {
-                    let value = hex(*high)? << 4 | hex(*low)?;
+                    let value = hex_digit(*high)? << 4 | hex_digit(*low)?;
                     rest = more;
                     value
                 }
@@ -129,15 +130,6 @@ fn decode_component(component: &[u8]) -> Option<Cow<'_, str>> {
         });
     }
     String::from_utf8(decoded).ok().map(Cow::Owned)
-}
-
-fn hex(digit: u8) -> Option<u8> {
-    match digit {
-        b'0'..=b'9' => Some(digit - b'0'),
-        b'a'..=b'f' => Some(digit - b'a' + 10),
-        b'A'..=b'F' => Some(digit - b'A' + 10),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

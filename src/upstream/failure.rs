@@ -121,11 +121,7 @@ impl UpstreamFailure {
         let _ = cursor.write_all(b"\n");
         let len = cursor.position() as usize;
         let body = Bytes::copy_from_slice(&body[..len]);
-        let response = ActorResponse::typed("text/plain; charset=utf-8", body);
-        // 502, 503 and 504 are final responses' statuses.
-        response
-            .with_status(status.code())
-            .unwrap_or_else(|_| unreachable!())
+        ActorResponse::typed(status.code(), "text/plain; charset=utf-8", body)
     }
 
     /// Warns that `/io` failed this way, unless this cause was reported less
