@@ -262,7 +262,6 @@ impl Connection {
     /// before uppercut drops the actor (and the socket), so the socket leaves
     /// the poll set now.
     fn close(&mut self, sender: &mut dyn AnySender) {
-        self.abandon_call();
         let unhandled = usize::from(self.mailbox.close());
         // In `local` dispatch the poller drops the connection, socket and
         // all, as soon as this returns.
@@ -294,9 +293,12 @@ impl Connection {
 
 /// Counted closed here, before the socket closes (it is dropped after this),
 /// so a client that saw the close also sees it counted, on every way out:
-/// closing itself, a panic, or the server stopping.
+/// closing itself, a panic, or the server stopping. The call it waited
+/// for, if any, ends here too on every way out, so its poller does not
+/// keep polling for an answer nobody waits for.
 impl Drop for Connection {
     fn drop(&mut self) {
+        self.abandon_call();
         self.count(|m| &m.closed, 1);
     }
 }
@@ -324,11 +326,6 @@ impl AnyActor for Connection {
     // it the socket); the poller must still learn of it and get its wake
     // back. (In `local` dispatch the poller contains the panic itself.)
     fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {
-        if let Some((id, _)) = self.call {
-            if self.mailbox.abandon(id) {
-                self.shared.calls.ended();
-            }
-        }
         if self.shared.dispatch == Dispatch::System {
             let unhandled = usize::from(self.mailbox.close());
             to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);
