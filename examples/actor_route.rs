@@ -22,6 +22,8 @@ impl AnyActor for Counter {
 }
 
 fn main() {
+    // Before anything starts: a SIGTERM must wait for run_until_signal.
+    Server::block_signals();
     env_logger::init();
     let bind = std::env::args()
         .nth(1)

@@ -23,6 +23,8 @@ fn greet(request: &Request<'_>, response: &mut Response<'_>) {
 }
 
 fn main() {
+    // Before anything starts: a SIGTERM must wait for run_until_signal.
+    Server::block_signals();
     env_logger::init();
     let bind = std::env::args()
         .nth(1)

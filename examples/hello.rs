@@ -6,6 +6,8 @@
 use uppercut_mio_server::{CannedResponse, Config, Dispatch, Routes, Server};
 
 fn main() {
+    // Before anything starts: a SIGTERM must wait for run_until_signal.
+    Server::block_signals();
     env_logger::init();
     let bind = std::env::args()
         .nth(1)

@@ -15,7 +15,7 @@ use uppercut_mio_server::{Method, Routes, Server};
 fn main() -> ExitCode {
     // Before anything else: a SIGTERM between the start line and
     // `run_until_signal` must wait for it, not kill the process.
-    block_server_signals();
+    Server::block_signals();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let config = match parse_args(std::env::args().skip(1)) {
         Ok(Command::Run(config)) => config,
@@ -76,19 +76,5 @@ impl AnyActor for Hello {
                 request.respond(response.with_body("Hello, World!"));
             }
         }
-    }
-}
-
-/// Blocks SIGINT, SIGTERM and SIGHUP in this thread, and so in every thread
-/// started after: `Server::run_until_signal` takes them with `sigwait`.
-fn block_server_signals() {
-    // SAFETY: plain libc calls on a sigset_t owned here.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, signal);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }

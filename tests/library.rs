@@ -105,23 +105,11 @@ fn static_limits_too_small_fail_start_naming_the_file() {
     assert_eq!(error.to_string(), expected);
 }
 
-/// SIGINT, SIGTERM and SIGHUP, blocked in this thread or unblocked again.
-fn mask_server_signals(how: libc::c_int) {
-    // SAFETY: plain libc calls on a sigset_t owned here.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, signal);
-        }
-        assert_eq!(libc::pthread_sigmask(how, &set, std::ptr::null_mut()), 0);
-    }
-}
-
 fn sigterm_drains_a_request_in_flight(dispatch: Dispatch) {
     // The thread spawned below inherits the mask, so SIGTERM waits there
-    // for `run_until_signal` and never reaches the default action.
-    mask_server_signals(libc::SIG_BLOCK);
+    // for `run_until_signal` and never reaches the default action. (The
+    // test harness runs each test on a thread of its own, which ends here.)
+    Server::block_signals();
     let routes = Routes::new().handler(&[Method::Post], "/echo", |request, response| {
         response.body(request.body());
     });
@@ -151,7 +139,6 @@ fn sigterm_drains_a_request_in_flight(dispatch: Dispatch) {
     assert_response(&client.response(false), expected);
     client.assert_closed();
     assert!(running.join().expect("run_until_signal returns"));
-    mask_server_signals(libc::SIG_UNBLOCK);
 }
 
 in_both_modes!(serves_config_static_dir, sigterm_drains_a_request_in_flight);

@@ -34,7 +34,7 @@ use crate::runtime::listeners::{exclusive_listener, reuseport_listener};
 use crate::runtime::poller::{Poller, WAKER};
 use crate::runtime::pool_threads::{PoolThreads, SYSTEM_WORKER_NICE};
 use crate::runtime::shared::Shared;
-use crate::runtime::signals::{Blocked, Signal};
+use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::timeouts::CoarseClock;
 use crate::runtime::wakeup::{Calls, Mail, Outstanding, Parking, Tick};
 use crate::upstream::pool::UpstreamPool;
@@ -192,6 +192,16 @@ impl Server {
     /// configuration asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread for good,
+    /// and so in every thread it starts from then on. Call it first in
+    /// `main` when the program ends with [`Server::run_until_signal`]:
+    /// otherwise a signal that arrives before that call (say, right after
+    /// the program printed its address) kills the process instead of
+    /// draining the server.
+    pub fn block_signals() {
+        signals::block();
     }
 
     /// The static directory `Config::static_dir` names, as loaded (and

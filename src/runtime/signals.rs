@@ -32,15 +32,21 @@ pub(crate) struct Blocked {
     previous: libc::sigset_t,
 }
 
+/// Blocks the server's signals in this thread, and so in every thread it
+/// starts from now on; returns the mask before.
+pub(crate) fn block() -> libc::sigset_t {
+    let set = server_signals();
+    // SAFETY: pthread_sigmask reads `set` and writes `previous`.
+    unsafe {
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut previous);
+        previous
+    }
+}
+
 impl Blocked {
     pub(crate) fn here() -> Blocked {
-        let set = server_signals();
-        // SAFETY: pthread_sigmask reads `set` and writes `previous`.
-        unsafe {
-            let mut previous: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut previous);
-            Blocked { previous }
-        }
+        Blocked { previous: block() }
     }
 
     /// Waits for one of the server's signals, which stay blocked here.
