@@ -132,10 +132,10 @@ fn sigterm_drains_a_request_in_flight(dispatch: Dispatch) {
     // after the signal took effect.
     idle.assert_closed();
     client.send(b"body");
-    // The whole response, then the close, which the response does not
-    // announce: draining ends a connection without `Connection: close`.
+    // The whole response, which announces the close that follows: the
+    // request began before the drain, its response ends the connection.
     let expected = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Length: 4\r\n\
-        Date: {date}\r\n\r\nbody";
+        Date: {date}\r\nConnection: close\r\n\r\nbody";
     assert_response(&client.response(false), expected);
     client.assert_closed();
     assert!(running.join().expect("run_until_signal returns"));

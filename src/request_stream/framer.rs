@@ -103,6 +103,8 @@ pub(super) struct Framer {
     collected: BytesMut,
     /// The actor request the last request made, until the connection takes it.
     pub(super) call: Option<Call>,
+    /// The server is draining: the next response closes the connection.
+    pub(super) closing: bool,
 }
 
 impl Default for Framer {
@@ -114,6 +116,7 @@ impl Default for Framer {
             metrics: None,
             collected: BytesMut::new(),
             call: None,
+            closing: false,
         }
     }
 }
@@ -338,10 +341,22 @@ impl Framer {
         out: &mut BytesMut,
         write: impl FnOnce(&Routes, &mut BytesMut, Answer),
     ) {
+        let answer = Answer {
+            persistence: self.persistence(answer.persistence),
+            ..answer
+        };
         let start = out.len();
         write(routes, out, answer);
         self.written(&out[start..], date);
         self.finish(answer.persistence);
+    }
+
+    /// What a response decided before the server began draining says now.
+    pub(super) fn persistence(&self, decided: Persistence) -> Persistence {
+        match self.closing {
+            true => Persistence::Close,
+            false => decided,
+        }
     }
 
     /// Logs and counts the response just written.

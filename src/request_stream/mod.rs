@@ -49,6 +49,14 @@ impl RequestStream {
         self.framer.state == State::Closed
     }
 
+    /// The server is draining: the next response says `Connection: close`
+    /// and ends the stream, as a client must learn before it reuses the
+    /// connection (RFC 9112 §9.6); requests pipelined behind it are not
+    /// served.
+    pub(crate) fn close_after_response(&mut self) {
+        self.framer.closing = true;
+    }
+
     /// Part of a request has arrived (head or body), not all of it.
     pub(crate) fn is_mid_request(&self) -> bool {
         !self.kept.is_empty() || !matches!(self.framer.state, State::Head | State::Closed)
@@ -102,6 +110,7 @@ impl RequestStream {
         else {
             return;
         };
+        let persistence = self.framer.persistence(persistence);
         let start = out.len();
         match end {
             CallEnd::Outcome(Outcome::Answered(r)) => {

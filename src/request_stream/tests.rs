@@ -114,3 +114,49 @@ fn a_call_that_times_out_answers_504_and_the_stream_goes_on() {
     assert_eq!(status_line(&out), "HTTP/1.1 504 Gateway Timeout");
     assert!(!stream.is_closed());
 }
+
+/// Draining: the next response says `Connection: close` and ends the
+/// stream; a request pipelined behind it gets nothing.
+#[test]
+fn a_draining_stream_closes_after_its_next_response() {
+    let routes = Routes::standard();
+    let date = format_imf_fixdate(0);
+    let mut stream = RequestStream::default();
+    let mut out = BytesMut::new();
+    stream.close_after_response();
+    let input = b"GET /json HTTP/1.1\r\nHost: h\r\n\r\nGET /json HTTP/1.1\r\nHost: h\r\n\r\n";
+    stream.feed(input, &routes, &date, &mut out);
+    let date = String::from_utf8_lossy(&date).into_owned();
+    let expected = format!(
+        "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
+         Content-Type: application/json\r\nContent-Length: 27\r\n\
+         Date: {date}\r\nConnection: close\r\n\r\n{{\"message\":\"Hello, World!\"}}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out), expected);
+    assert!(stream.is_closed());
+}
+
+/// The same for a request that waited for an actor when the drain began.
+#[test]
+fn an_actor_s_answer_after_a_drain_began_closes_the_stream() {
+    use crate::http::method::Method;
+    use crate::routes::actor::{ActorResponse, Outcome};
+
+    let routes = Routes::standard().actor(&[Method::Get], "/a", "actor");
+    let date = format_imf_fixdate(0);
+    let mut stream = RequestStream::default();
+    let mut out = BytesMut::new();
+    let input = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /json HTTP/1.1\r\nHost: h\r\n\r\n";
+    stream.feed(input, &routes, &date, &mut out);
+    assert!(stream.take_call().is_some());
+    stream.close_after_response();
+    let end = CallEnd::Outcome(Outcome::Answered(ActorResponse::text("ok")));
+    stream.complete_call(end, &routes, &date, &mut out);
+    let output = String::from_utf8_lossy(&out).into_owned();
+    assert!(
+        output.ends_with("\r\nConnection: close\r\n\r\nok"),
+        "{output:?}"
+    );
+    assert_eq!(output.matches("HTTP/1.1").count(), 1, "{output:?}");
+    assert!(stream.is_closed());
+}

@@ -28,6 +28,7 @@ use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::actor::{ActorRequest, ReplyTo};
+use crate::runtime::lifecycle::Phase;
 use crate::runtime::shared::Shared;
 use crate::runtime::socket::write_until_blocked;
 use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
@@ -202,6 +203,7 @@ impl Connection {
     fn handle(&mut self, posted: u8, sender: &mut dyn AnySender) -> io::Result<Flow> {
         self.hung_up |= posted & HANGUP != 0;
         self.wrote = false;
+        self.note_phase();
         SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
             // The scratch is shared by every connection on this thread: never
@@ -235,6 +237,13 @@ impl Connection {
             }
             flow
         })
+    }
+
+    /// Once the server drains, the next response closes the connection.
+    pub(super) fn note_phase(&mut self) {
+        if self.shared.server.phase() != Phase::Running {
+            self.stream.close_after_response();
+        }
     }
 
     /// Moves the deadline to what the connection is doing now.

@@ -40,6 +40,8 @@ impl Connection {
             if self.stream.is_awaiting_call() {
                 return Ok(Flow::Open);
             }
+            // Checked per read: a drain may begin while a client pipelines.
+            self.note_phase();
             let date = self.shared.date.current();
             if self.stream.is_held_back() {
                 self.stream
