@@ -4,8 +4,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::config::AccessLogTarget;
 use crate::config::{Config, Dispatch, UpstreamConfig};
-use crate::observe::access_log::AccessLogTarget;
 
 /// What `--help` prints.
 pub const USAGE: &str = "\

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
 
-use crate::observe::access_log::AccessLogTarget;
 use crate::routes::static_files::StaticLimits;
 
 /// How a poller's readiness events reach connection actors.
@@ -107,6 +106,15 @@ impl UpstreamConfig {
             .ok_or_else(|| format!("--upstream: cannot resolve {authority}"))?;
         Ok(UpstreamConfig::new(addr, authority, path))
     }
+}
+
+/// Where the access log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogTarget {
+    /// The process's standard output.
+    Stdout,
+    /// Appended to, created if missing.
+    File(PathBuf),
 }
 
 /// Everything [`Server::start`](crate::Server::start) needs besides the

@@ -47,6 +47,7 @@ pub mod config;
 pub mod sans_io;
 
 mod http;
+mod net;
 mod observe;
 mod request_stream;
 mod routes;
@@ -57,10 +58,10 @@ mod upstream;
 /// actor routes use the same version.
 pub use uppercut;
 
+pub use config::AccessLogTarget;
 pub use config::{Config, Dispatch, Timeouts, UpstreamConfig};
 pub use http::method::Method;
 pub use http::response::{CannedResponse, ResponseError};
-pub use observe::access_log::AccessLogTarget;
 pub use routes::actor::{ActorRequest, ActorResponse};
 pub use routes::handler::Response;
 pub use routes::request::Request;

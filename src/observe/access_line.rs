@@ -155,8 +155,9 @@ fn status_and_length(buf: &mut [u8; 32], status: u16, body_len: usize) -> &[u8] 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::AccessLogTarget;
     use crate::http::date::format_imf_fixdate;
-    use crate::observe::access_log::{AccessLog, AccessLogTarget};
+    use crate::observe::access_log::AccessLog;
 
     #[test]
     fn formats_the_combined_line() {

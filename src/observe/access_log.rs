@@ -14,13 +14,14 @@
 use std::cell::{RefCell, UnsafeCell};
 use std::fs::OpenOptions;
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
 use log::warn;
+
+use crate::config::AccessLogTarget;
 
 /// Bytes in a thread's ring: room for the lines written while the flusher,
 /// woken at `FLUSH_SIZE`, catches up.
@@ -29,15 +30,6 @@ const RING_SIZE: usize = 512 * 1024;
 const FLUSH_SIZE: usize = 64 * 1024;
 /// The longest a line waits in a ring.
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Where the access log goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessLogTarget {
-    /// The process's standard output.
-    Stdout,
-    /// Appended to, created if missing.
-    File(PathBuf),
-}
 
 /// An open access log and its flusher thread.
 pub(crate) struct AccessLog {

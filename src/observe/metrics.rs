@@ -7,7 +7,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::Dispatch;
-use crate::upstream::failure::UpstreamFailure;
 
 /// The statuses the server sends, each counted in its own slot; anything
 /// else (a status an upstream failure maps to that is not listed) goes to
@@ -64,20 +63,6 @@ impl UpstreamResult {
             UpstreamResult::Timeout => "timeout",
             UpstreamResult::BadResponse => "bad_response",
             UpstreamResult::QueueFull => "queue_full",
-        }
-    }
-
-    /// Refused covers every way of not getting a connection; bad_response
-    /// every answer that arrived, or broke off, unusable.
-    pub(crate) fn of(result: &Result<impl Sized, UpstreamFailure>) -> UpstreamResult {
-        match result {
-            Ok(_) => UpstreamResult::Ok,
-            Err(UpstreamFailure::Refused | UpstreamFailure::ConnectFailed) => {
-                UpstreamResult::Refused
-            }
-            Err(UpstreamFailure::TimedOut) => UpstreamResult::Timeout,
-            Err(UpstreamFailure::QueueFull) => UpstreamResult::QueueFull,
-            Err(_) => UpstreamResult::BadResponse,
         }
     }
 }

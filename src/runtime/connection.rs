@@ -24,13 +24,13 @@ use mio::Token;
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::config::Dispatch;
+use crate::net::socket::write_until_blocked;
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::actor::{ActorRequest, ReplyTo};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::shared::Shared;
-use crate::runtime::socket::write_until_blocked;
 use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
 use crate::runtime::wakeup::{Closed, Mailbox, Wake, EXPIRE, HANGUP, READY, REPLY};
 

@@ -11,11 +11,11 @@ use mio::Token;
 use uppercut::api::{Actor, AnySender, Envelope};
 
 use crate::config::Dispatch;
+use crate::net::slab::Slab;
 use crate::routes::actor::Delivery;
 use crate::runtime::connection::Connection;
 use crate::runtime::local_dispatch::deliver_locally;
 use crate::runtime::shared::Shared;
-use crate::runtime::slab::Slab;
 use crate::runtime::timeouts::is_past;
 use crate::runtime::wakeup::{Mailbox, Wake, EXPIRE, READY};
 

@@ -1,6 +1,5 @@
 //! What runs a server: its lifecycle, the uppercut system and its threads,
-//! the pollers (mio event loops) and the connection actors they wake, and the
-//! socket helpers they share.
+//! and the pollers (mio event loops) and the connection actors they wake.
 
 pub(crate) mod balance;
 pub(crate) mod connection;
@@ -13,7 +12,6 @@ pub(crate) mod pool_threads;
 pub(crate) mod server;
 pub(crate) mod shared;
 pub(crate) mod signals;
-pub(crate) mod slab;
-pub(crate) mod socket;
+pub(crate) mod system;
 pub(crate) mod timeouts;
 pub(crate) mod wakeup;

@@ -1,10 +1,5 @@
 //! Starting and stopping a server: the SO_REUSEPORT listeners, one poller per
-//! listener, and the uppercut system that runs the pollers.
-//!
-//! Uppercut's actor workers spin on `try_recv` whenever they have no actor to
-//! run, so the system gets exactly one worker per poller: each worker spends
-//! its idle time blocked in its poller's `poll`, and an idle server sleeps.
-//! How the pool's threads are scheduled is `pool_threads`.
+//! listener, and the thread that runs the uppercut system (`system`).
 
 use std::fmt;
 use std::io;
@@ -16,9 +11,6 @@ use std::time::{Duration, SystemTime};
 
 use log::{error, info, warn};
 use mio::{Poll, Waker};
-use uppercut::config::{Config as SystemConfig, SchedulerConfig};
-use uppercut::core::System;
-use uppercut::pool::ThreadPool;
 
 use crate::config::{Config, Dispatch};
 use crate::http::date::DateCache;
@@ -32,13 +24,13 @@ use crate::runtime::balance::Balance;
 use crate::runtime::lifecycle::{Phase, ServerState};
 use crate::runtime::listeners::{exclusive_listener, reuseport_listener};
 use crate::runtime::poller::{Poller, WAKER};
-use crate::runtime::pool_threads::{PoolThreads, SYSTEM_WORKER_NICE};
+use crate::runtime::pool_threads::SYSTEM_WORKER_NICE;
 use crate::runtime::shared::Shared;
 use crate::runtime::signals::{self, Blocked, Signal};
+use crate::runtime::system::{run_system, RouteActors};
 use crate::runtime::timeouts::CoarseClock;
-use crate::runtime::wakeup::{Calls, Mail, Outstanding, Parking, Tick};
+use crate::runtime::wakeup::{Calls, Mail, Outstanding, Parking};
 use crate::upstream::pool::UpstreamPool;
-use uppercut::api::{Actor, Envelope};
 
 /// Where `--upstream`'s JSON is served.
 pub(crate) const UPSTREAM_PATH: &str = "/io";
@@ -344,66 +336,4 @@ fn load_site(dir: &std::path::Path, config: &Config) -> io::Result<Arc<StaticSit
         );
     }
     Ok(Arc::new(site))
-}
-
-/// The actors the routes asked to spawn into the system, and where they are.
-struct RouteActors {
-    spawns: Vec<(String, Actor)>,
-    addresses: Vec<String>,
-}
-
-/// Runs the uppercut system until every poller has stopped, then stops the
-/// routes' actors and ends the system.
-fn run_system(
-    pollers: Vec<Poller>,
-    route_actors: RouteActors,
-    worker_nice: Option<i32>,
-    pin: bool,
-    started: mpsc::SyncSender<Result<(), String>>,
-) {
-    let scheduler = SchedulerConfig {
-        // One worker per poller: any more would spin while idle.
-        actor_worker_threads: pollers.len(),
-        // Uppercut's extra threads only report logs and metrics, which are off.
-        extra_worker_threads: 0,
-        logging_enabled: false,
-        metric_reporting_enabled: false,
-        metric_reporting_interval: Duration::from_secs(1),
-        // The system ends once every poller (and connection) actor has stopped.
-        eager_shutdown_enabled: true,
-        ..SchedulerConfig::default()
-    };
-    let config = SystemConfig::new(scheduler, Default::default());
-    let pool = ThreadPool::for_config(&config);
-    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice, pin);
-    let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
-        Ok(run) => run,
-        Err(e) => {
-            let _ = started.send(Err(format!("starting the actor system: {e:?}")));
-            return;
-        }
-    };
-    for (address, actor) in route_actors.spawns {
-        run.spawn(&address, move || actor);
-    }
-    let (running, pollers_stopped) = mpsc::channel::<()>();
-    for mut poller in pollers {
-        poller.report_to(Arc::clone(&pool_threads));
-        poller.hold_until_dropped(running.clone());
-        // The address its connections already send to.
-        let address = poller.address().to_string();
-        run.spawn(&address, move || Box::new(poller));
-        run.send(&address, Envelope::of(Tick));
-    }
-    drop(running);
-    let _ = started.send(Ok(()));
-    // Every poller holds a sender until uppercut drops it, after it stopped.
-    let _ = pollers_stopped.recv();
-    for address in &route_actors.addresses {
-        run.stop(address);
-    }
-    // Whatever the routes' actors spawned themselves ends with the system.
-    run.shutdown();
-    // Dropping the pool waits for its threads, which end with the scheduler.
-    drop(pool);
 }

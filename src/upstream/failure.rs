@@ -12,6 +12,7 @@ use bytes::Bytes;
 use log::warn;
 
 use crate::http::status::ErrorStatus;
+use crate::observe::metrics::UpstreamResult;
 use crate::routes::actor::ActorResponse;
 
 /// Why the upstream's answer is not there.
@@ -53,6 +54,18 @@ impl UpstreamFailure {
             | io::ErrorKind::BrokenPipe => UpstreamFailure::Reset,
             _ if connecting => UpstreamFailure::ConnectFailed,
             _ => UpstreamFailure::Broken,
+        }
+    }
+
+    /// The `/metrics` result this failure counts as: refused covers every
+    /// way of not getting a connection, bad_response every answer that
+    /// arrived, or broke off, unusable.
+    pub(crate) fn counted_as(self) -> UpstreamResult {
+        match self {
+            UpstreamFailure::Refused | UpstreamFailure::ConnectFailed => UpstreamResult::Refused,
+            UpstreamFailure::TimedOut => UpstreamResult::Timeout,
+            UpstreamFailure::QueueFull => UpstreamResult::QueueFull,
+            _ => UpstreamResult::BadResponse,
         }
     }
 

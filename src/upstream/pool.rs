@@ -15,10 +15,10 @@ use mio::{Interest, Registry, Token};
 
 use crate::config::UpstreamConfig;
 use crate::http::response_parser::{Parsed, ResponseParser};
+use crate::net::slab::Slab;
+use crate::net::socket::write_until_blocked;
 use crate::observe::metrics::{PollerMetrics, UpstreamResult};
 use crate::routes::actor::{ActorRequest, ActorResponse};
-use crate::runtime::slab::Slab;
-use crate::runtime::socket::write_until_blocked;
 use crate::upstream::failure::UpstreamFailure;
 use crate::upstream::json;
 
@@ -282,7 +282,11 @@ impl UpstreamPool {
 
     fn answer(&mut self, job: Job, result: Result<Bytes, UpstreamFailure>) {
         if let Some(metrics) = &self.metrics {
-            metrics.upstream(UpstreamResult::of(&result));
+            metrics.upstream(
+                result
+                    .as_ref()
+                    .map_or_else(|f| f.counted_as(), |_| UpstreamResult::Ok),
+            );
         }
         let response = match result {
             Ok(body) => ActorResponse::json(body),

@@ -8,8 +8,8 @@ use mio::Interest;
 
 use super::{Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
 use crate::config::Dispatch;
+use crate::net::socket::write_until_blocked;
 use crate::runtime::lifecycle::Phase;
-use crate::runtime::socket::write_until_blocked;
 
 impl Connection {
     /// Runs the connection until its input is used up or the exchange ends.

@@ -10,9 +10,9 @@ use mio::Interest;
 use uppercut::api::AnySender;
 
 use super::{Poller, ACCEPT_BACKOFF};
+use crate::net::socket::is_out_of_resources;
 use crate::runtime::balance::Placement;
 use crate::runtime::lifecycle::Phase;
-use crate::runtime::socket::is_out_of_resources;
 
 impl Poller {
     pub(super) fn accept(&mut self, sender: &mut dyn AnySender) {

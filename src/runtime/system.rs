@@ -1,0 +1,81 @@
+//! The thread that runs the uppercut system: its pool, the pollers and the
+//! routes' actors spawned into it, and the order they stop in.
+//!
+//! Uppercut's actor workers spin on `try_recv` whenever they have no actor to
+//! run, so the system gets exactly one worker per poller: each worker spends
+//! its idle time blocked in its poller's `poll`, and an idle server sleeps.
+//! How the pool's threads are scheduled is `pool_threads`.
+
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use uppercut::api::{Actor, Envelope};
+use uppercut::config::{Config as SystemConfig, SchedulerConfig};
+use uppercut::core::System;
+use uppercut::pool::ThreadPool;
+
+use crate::runtime::poller::Poller;
+use crate::runtime::pool_threads::PoolThreads;
+use crate::runtime::wakeup::Tick;
+
+/// The actors the routes asked to spawn into the system, and where they are.
+pub(crate) struct RouteActors {
+    pub spawns: Vec<(String, Actor)>,
+    pub addresses: Vec<String>,
+}
+
+/// Runs the uppercut system until every poller has stopped, then stops the
+/// routes' actors and ends the system.
+pub(crate) fn run_system(
+    pollers: Vec<Poller>,
+    route_actors: RouteActors,
+    worker_nice: Option<i32>,
+    pin: bool,
+    started: mpsc::SyncSender<Result<(), String>>,
+) {
+    let scheduler = SchedulerConfig {
+        // One worker per poller: any more would spin while idle.
+        actor_worker_threads: pollers.len(),
+        // Uppercut's extra threads only report logs and metrics, which are off.
+        extra_worker_threads: 0,
+        logging_enabled: false,
+        metric_reporting_enabled: false,
+        metric_reporting_interval: Duration::from_secs(1),
+        // The system ends once every poller (and connection) actor has stopped.
+        eager_shutdown_enabled: true,
+        ..SchedulerConfig::default()
+    };
+    let config = SystemConfig::new(scheduler, Default::default());
+    let pool = ThreadPool::for_config(&config);
+    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice, pin);
+    let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
+        Ok(run) => run,
+        Err(e) => {
+            let _ = started.send(Err(format!("starting the actor system: {e:?}")));
+            return;
+        }
+    };
+    for (address, actor) in route_actors.spawns {
+        run.spawn(&address, move || actor);
+    }
+    let (running, pollers_stopped) = mpsc::channel::<()>();
+    for mut poller in pollers {
+        poller.report_to(Arc::clone(&pool_threads));
+        poller.hold_until_dropped(running.clone());
+        // The address its connections already send to.
+        let address = poller.address().to_string();
+        run.spawn(&address, move || Box::new(poller));
+        run.send(&address, Envelope::of(Tick));
+    }
+    drop(running);
+    let _ = started.send(Ok(()));
+    // Every poller holds a sender until uppercut drops it, after it stopped.
+    let _ = pollers_stopped.recv();
+    for address in &route_actors.addresses {
+        run.stop(address);
+    }
+    // Whatever the routes' actors spawned themselves ends with the system.
+    run.shutdown();
+    // Dropping the pool waits for its threads, which end with the scheduler.
+    drop(pool);
+}
