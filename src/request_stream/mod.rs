@@ -49,12 +49,21 @@ impl RequestStream {
         self.framer.state == State::Closed
     }
 
-    /// The server is draining: the next response says `Connection: close`
-    /// and ends the stream, as a client must learn before it reuses the
-    /// connection (RFC 9112 §9.6); requests pipelined behind it are not
-    /// served.
+    /// The next response says `Connection: close` and ends the stream, so
+    /// the client learns before it reuses the connection (RFC 9112 §9.6);
+    /// the server is draining.
     pub(crate) fn close_after_response(&mut self) {
         self.framer.closing = true;
+    }
+
+    /// A request has begun, its body or its actor's answer is awaited, and
+    /// nothing has arrived behind it.
+    pub(crate) fn is_in_flight_alone(&self) -> bool {
+        self.kept.is_empty()
+            && matches!(
+                self.framer.state,
+                State::Body { .. } | State::Chunked { .. } | State::AwaitingReply { .. }
+            )
     }
 
     /// Part of a request has arrived (head or body), not all of it.

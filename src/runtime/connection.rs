@@ -239,9 +239,13 @@ impl Connection {
         })
     }
 
-    /// Once the server drains, the next response closes the connection.
+    /// Once the server drains, a request that was still arriving, or
+    /// waiting for its actor, with nothing sent behind it, gets the last
+    /// response. (A connection between requests closes at once, and one
+    /// with requests pipelined is answered to the end of them: see
+    /// `wait_for_input`.)
     pub(super) fn note_phase(&mut self) {
-        if self.shared.server.phase() != Phase::Running {
+        if self.shared.server.phase() != Phase::Running && self.stream.is_in_flight_alone() {
             self.stream.close_after_response();
         }
     }

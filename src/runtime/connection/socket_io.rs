@@ -40,7 +40,7 @@ impl Connection {
             if self.stream.is_awaiting_call() {
                 return Ok(Flow::Open);
             }
-            // Checked per read: a drain may begin while a client pipelines.
+            // Per read too: a drain may begin while this wake is handled.
             self.note_phase();
             let date = self.shared.date.current();
             if self.stream.is_held_back() {
