@@ -22,6 +22,12 @@
 //! there the actor workers run at a low priority (nice 15); they still get
 //! every core nothing else wants.
 //!
+//! In `local` dispatch a poller yields its core after every round that found
+//! work (see `poller`), and EEVDF lets a task that yields wait up to its own
+//! slice before it runs again. So there the workers ask for the shortest
+//! slice, which bounds what a yield can cost the requests that arrive
+//! meanwhile.
+//!
 //! With `--pin`, each actor worker is pinned, when a poller first runs on
 //! it, to a CPU of its own: the Nth worker reported to the Nth CPU of the
 //! process's mask (wrapping round when there are more workers than CPUs).
@@ -40,8 +46,28 @@ use std::sync::{Arc, Barrier, Mutex};
 use log::{debug, error, info};
 use uppercut::pool::ThreadPool;
 
+use crate::config::Dispatch;
+
+/// How the actor workers are scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WorkerPriority {
+    /// `system` dispatch: nice 15, as they spin between envelopes.
+    Low,
+    /// `local` dispatch: the shortest slice, as their pollers yield.
+    ShortSlice,
+}
+
+impl WorkerPriority {
+    pub(crate) fn for_dispatch(dispatch: Dispatch) -> WorkerPriority {
+        match dispatch {
+            Dispatch::System => WorkerPriority::Low,
+            Dispatch::Local => WorkerPriority::ShortSlice,
+        }
+    }
+}
+
 /// The nice value of actor workers in `system` dispatch.
-pub(crate) const SYSTEM_WORKER_NICE: i32 = 15;
+const SYSTEM_WORKER_NICE: i32 = 15;
 
 /// How the scheduler thread was given priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +86,8 @@ pub(crate) struct PoolThreads {
     all: Vec<i32>,
     workers: usize,
     seen: Mutex<Seen>,
-    /// The nice value actor workers take, if any.
-    worker_nice: Option<i32>,
+    /// How actor workers are scheduled.
+    worker_priority: WorkerPriority,
     /// With `--pin`: the CPUs of the process's mask, in order.
     pin_cpus: Option<Vec<usize>>,
 }
@@ -86,7 +112,7 @@ impl PoolThreads {
     pub(crate) fn adopt(
         pool: &ThreadPool,
         workers: usize,
-        worker_nice: Option<i32>,
+        worker_priority: WorkerPriority,
         pin: bool,
     ) -> Arc<PoolThreads> {
         // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
@@ -124,7 +150,7 @@ impl PoolThreads {
             all,
             workers,
             seen: Mutex::default(),
-            worker_nice,
+            worker_priority,
             pin_cpus: pin_cpus.filter(|cpus| !cpus.is_empty()),
         })
     }
@@ -139,10 +165,20 @@ impl PoolThreads {
         REPORTED.with(|reported| reported.set(true));
         // SAFETY: gettid has no preconditions.
         let id = unsafe { libc::gettid() };
-        if let Some(nice) = self.worker_nice {
-            // SAFETY: sets the nice value of this thread (Linux: per thread).
-            if unsafe { libc::setpriority(libc::PRIO_PROCESS, id as libc::id_t, nice) } != 0 {
-                debug!("setpriority: {}", io::Error::last_os_error());
+        match self.worker_priority {
+            WorkerPriority::Low => {
+                // SAFETY: sets the nice value of this thread (Linux: per thread).
+                let set = unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, id as libc::id_t, SYSTEM_WORKER_NICE)
+                };
+                if set != 0 {
+                    debug!("setpriority: {}", io::Error::last_os_error());
+                }
+            }
+            WorkerPriority::ShortSlice => {
+                if !shortest_slice(id) {
+                    debug!("sched_setattr: {}", io::Error::last_os_error());
+                }
             }
         }
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -218,6 +254,16 @@ fn raise(id: i32) -> SchedulerPriority {
     if unsafe { libc::sched_setscheduler(id, libc::SCHED_FIFO, &param) } == 0 {
         return SchedulerPriority::RealTime;
     }
+    if shortest_slice(id) {
+        return SchedulerPriority::ShortSlice;
+    }
+    SchedulerPriority::Default
+}
+
+/// Gives thread `id` the default policy with the shortest slice EEVDF
+/// allows (Linux 6.12 and later; earlier kernels ignore the slice); false
+/// when the kernel refused.
+fn shortest_slice(id: i32) -> bool {
     let attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         policy: libc::SCHED_OTHER as u32,
@@ -229,10 +275,7 @@ fn raise(id: i32) -> SchedulerPriority {
         period: 0,
     };
     // SAFETY: the kernel reads `size` bytes of a valid sched_attr.
-    if unsafe { libc::syscall(libc::SYS_sched_setattr, id, &attr, 0) } == 0 {
-        return SchedulerPriority::ShortSlice;
-    }
-    SchedulerPriority::Default
+    unsafe { libc::syscall(libc::SYS_sched_setattr, id, &attr, 0) == 0 }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use log::{error, info, warn};
 use mio::{Poll, Waker};
 
-use crate::config::{Config, Dispatch};
+use crate::config::Config;
 use crate::http::date::DateCache;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
@@ -24,7 +24,7 @@ use crate::runtime::balance::Balance;
 use crate::runtime::lifecycle::{Phase, ServerState};
 use crate::runtime::listeners::{exclusive_listener, reuseport_listener};
 use crate::runtime::poller::{Poller, WAKER};
-use crate::runtime::pool_threads::SYSTEM_WORKER_NICE;
+use crate::runtime::pool_threads::WorkerPriority;
 use crate::runtime::shared::Shared;
 use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::system::{run_system, RouteActors};
@@ -146,7 +146,7 @@ impl Server {
             actors.push(poller);
         }
 
-        let worker_nice = (config.dispatch == Dispatch::System).then_some(SYSTEM_WORKER_NICE);
+        let worker_priority = WorkerPriority::for_dispatch(config.dispatch);
         let pin = config.pin;
         let (started_tx, started_rx) = mpsc::sync_channel(1);
         let (ended_tx, ended) = mpsc::channel();
@@ -157,7 +157,7 @@ impl Server {
         let system = thread::Builder::new()
             .name("uppercut-system".into())
             .spawn(move || {
-                run_system(actors, route_actors, worker_nice, pin, started_tx);
+                run_system(actors, route_actors, worker_priority, pin, started_tx);
                 drop(ended_tx);
             })?;
         match started_rx.recv() {

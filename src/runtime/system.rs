@@ -15,7 +15,7 @@ use uppercut::core::System;
 use uppercut::pool::ThreadPool;
 
 use crate::runtime::poller::Poller;
-use crate::runtime::pool_threads::PoolThreads;
+use crate::runtime::pool_threads::{PoolThreads, WorkerPriority};
 use crate::runtime::wakeup::Tick;
 
 /// The actors the routes asked to spawn into the system, and where they are.
@@ -29,7 +29,7 @@ pub(crate) struct RouteActors {
 pub(crate) fn run_system(
     pollers: Vec<Poller>,
     route_actors: RouteActors,
-    worker_nice: Option<i32>,
+    worker_priority: WorkerPriority,
     pin: bool,
     started: mpsc::SyncSender<Result<(), String>>,
 ) {
@@ -47,7 +47,7 @@ pub(crate) fn run_system(
     };
     let config = SystemConfig::new(scheduler, Default::default());
     let pool = ThreadPool::for_config(&config);
-    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_nice, pin);
+    let pool_threads = PoolThreads::adopt(&pool, pollers.len(), worker_priority, pin);
     let run = match System::new("uppercut-mio-server", "localhost", &config).run(&pool) {
         Ok(run) => run,
         Err(e) => {
