@@ -70,8 +70,8 @@ pub(crate) struct Connection {
     /// Some output was written in the current round of work.
     wrote: bool,
     timer: ConnectionTimer,
-    /// The actor call this connection waits for, and how long it may.
-    call: Option<(u64, Duration)>,
+    /// The actor call this connection waits for.
+    call: Option<AwaitedCall>,
     /// The peer closed its side or the socket failed: no further readiness
     /// edge will come, so reads go on to the end.
     hung_up: bool,
@@ -139,13 +139,24 @@ impl Connection {
         let shared = &self.shared;
         let id = shared.call_ids.fetch_add(1, Ordering::Relaxed) + 1;
         let route = shared.routes.actor_at(call.actor);
-        self.call = Some((id, route.timeout));
+        // The poller's own upstream pool answers from within the poller's
+        // loop, woken by its sockets; only an actor elsewhere needs the
+        // poller to keep looking (see `wakeup::Calls`).
+        let away = route.address.is_some();
+        self.call = Some(AwaitedCall {
+            id,
+            timeout: route.timeout,
+            away,
+        });
         self.mailbox.await_call(id);
-        shared.calls.started();
+        if away {
+            shared.calls.started();
+        }
         let reply_to = ReplyTo {
             replies: Arc::clone(&shared.replies),
             key: self.token.0,
             call: id,
+            away,
         };
         let (data, head_len) = (call.data, call.head_len);
         let request =
@@ -159,8 +170,8 @@ impl Connection {
 
     /// Ends the call on this side; the answer, if it still comes, is dropped.
     fn abandon_call(&mut self) {
-        if let Some((id, _)) = self.call.take() {
-            if self.mailbox.abandon(id) {
+        if let Some(call) = self.call.take() {
+            if self.mailbox.abandon(call.id) && call.away {
                 self.shared.calls.ended();
             }
         }
@@ -257,7 +268,7 @@ impl Connection {
             responses: self.stream.responses(),
             backed_up: !self.output.is_empty(),
             wrote: self.wrote,
-            awaiting: self.call.map(|(_, timeout)| timeout),
+            awaiting: self.call.map(|call| call.timeout),
         };
         let now = self.shared.clock.now_ms();
         self.timer.update(now, activity, &self.shared.timeouts);
@@ -345,6 +356,17 @@ impl AnyActor for Connection {
             self.handled(1 + unhandled);
         }
     }
+}
+
+/// An actor call a connection waits for.
+#[derive(Debug, Clone, Copy)]
+struct AwaitedCall {
+    id: u64,
+    /// How long the answer may take.
+    timeout: Duration,
+    /// Sent to an actor other than the poller's upstream pool, and so
+    /// counted in the poller's `Calls`.
+    away: bool,
 }
 
 /// Sends `envelope` to the connection's poller: in `system` dispatch as

@@ -109,14 +109,21 @@ impl Connections {
     /// Leaves an actor's answer in the mailbox of the connection that
     /// awaits it and wakes it; an answer no longer awaited is dropped.
     pub(crate) fn deliver(&mut self, delivery: Delivery, sender: &mut dyn AnySender) {
-        let Delivery { key, call, outcome } = delivery;
+        let Delivery {
+            key,
+            call,
+            outcome,
+            away,
+        } = delivery;
         let Some(mailbox) = self.mailbox(key) else {
             return;
         };
         let Some(wake) = mailbox.post_reply(call, outcome) else {
             return;
         };
-        self.shared.calls.ended();
+        if away {
+            self.shared.calls.ended();
+        }
         if wake {
             self.wake(key, sender);
         }

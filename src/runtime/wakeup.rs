@@ -195,6 +195,8 @@ impl Parking {
 
 /// Calls to actors a poller's connections wait for, counted from when a
 /// connection sends one to when it ends (answered, timed out, or closed).
+/// Calls to the poller's own upstream pool are not counted: the pool
+/// answers within the poller's loop, woken by its sockets.
 #[derive(Debug, Default)]
 pub(crate) struct Calls(AtomicUsize);
 
