@@ -42,6 +42,8 @@ def start_server(server, log_dir, round_no):
     try:
         # A session of its own: the server (and anything it spawns) is stopped as a
         # group, and a Ctrl-C at the terminal reaches us first, so we clean up in order.
+        # With the kernel's autogroups it is also scheduled apart from wrk and oha, as
+        # on a box of its own (see the README's Performance section).
         proc = subprocess.Popen(server.argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as e:
