@@ -100,8 +100,6 @@ pub(crate) struct Delivery {
     pub(crate) key: usize,
     pub(crate) call: u64,
     pub(crate) outcome: Outcome,
-    /// As [`ReplyTo::away`].
-    pub(crate) away: bool,
 }
 
 /// A poller's queue of outcomes, filled from any thread. Whoever fills it
@@ -156,8 +154,6 @@ pub(crate) struct ReplyTo {
     pub(crate) replies: Arc<Replies>,
     pub(crate) key: usize,
     pub(crate) call: u64,
-    /// The call went to an actor other than the poller's own upstream pool.
-    pub(crate) away: bool,
 }
 
 /// A request routed to an actor: the message an actor route's actor
@@ -222,7 +218,6 @@ impl ReplyTo {
             key: self.key,
             call: self.call,
             outcome,
-            away: self.away,
         };
         self.replies.deliver(delivery);
     }

@@ -124,7 +124,7 @@ impl Connection {
     /// The call ended (answered, or not in time): write its response, then
     /// carry on.
     fn complete_call(&mut self, end: CallEnd, scratch: &mut Scratch) -> io::Result<Flow> {
-        self.call = None;
+        self.end_call();
         let date = self.shared.date.current();
         let routes = &self.shared.routes;
         self.stream
@@ -156,7 +156,6 @@ impl Connection {
             replies: Arc::clone(&shared.replies),
             key: self.token.0,
             call: id,
-            away,
         };
         let (data, head_len) = (call.data, call.head_len);
         let request =
@@ -168,10 +167,12 @@ impl Connection {
         }
     }
 
-    /// Ends the call on this side; the answer, if it still comes, is dropped.
-    fn abandon_call(&mut self) {
+    /// Ends the call, however it ended: answered, timed out, or the
+    /// connection closing. An answer that still comes is dropped.
+    fn end_call(&mut self) {
         if let Some(call) = self.call.take() {
-            if self.mailbox.abandon(call.id) && call.away {
+            self.mailbox.abandon(call.id);
+            if call.away {
                 self.shared.calls.ended();
             }
         }
@@ -200,10 +201,7 @@ impl Connection {
                 self.count_timeout(TimeoutKind::Write);
                 Ok(Flow::Close)
             }
-            Some(Expiry::Reply) => {
-                self.abandon_call();
-                self.complete_call(CallEnd::TimedOut, scratch)
-            }
+            Some(Expiry::Reply) => self.complete_call(CallEnd::TimedOut, scratch),
         }
     }
 
@@ -322,7 +320,7 @@ impl Connection {
 /// keep polling for an answer nobody waits for.
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.abandon_call();
+        self.end_call();
         self.count(|m| &m.closed, 1);
     }
 }

@@ -109,22 +109,11 @@ impl Connections {
     /// Leaves an actor's answer in the mailbox of the connection that
     /// awaits it and wakes it; an answer no longer awaited is dropped.
     pub(crate) fn deliver(&mut self, delivery: Delivery, sender: &mut dyn AnySender) {
-        let Delivery {
-            key,
-            call,
-            outcome,
-            away,
-        } = delivery;
+        let Delivery { key, call, outcome } = delivery;
         let Some(mailbox) = self.mailbox(key) else {
             return;
         };
-        let Some(wake) = mailbox.post_reply(call, outcome) else {
-            return;
-        };
-        if away {
-            self.shared.calls.ended();
-        }
-        if wake {
+        if mailbox.post_reply(call, outcome) == Some(true) {
             self.wake(key, sender);
         }
     }

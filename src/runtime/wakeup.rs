@@ -88,8 +88,8 @@ impl Mailbox {
         self.awaited.store(call, Ordering::Release);
     }
 
-    /// Ends `call` on the connection's side (timed out, or closing); true
-    /// when it was still awaited, so the caller counts it ended.
+    /// Ends `call`, so an answer that comes later is dropped; true when it
+    /// was still awaited (no answer had been left).
     pub(crate) fn abandon(&self, call: u64) -> bool {
         self.awaited
             .compare_exchange(call, 0, Ordering::AcqRel, Ordering::Acquire)
@@ -193,8 +193,9 @@ impl Parking {
     }
 }
 
-/// Calls to actors a poller's connections wait for, counted from when a
-/// connection sends one to when it ends (answered, timed out, or closed).
+/// Calls to actors a poller's connections wait for, counted by each
+/// connection from when it sends one to when the call ends for it (it took
+/// the answer, timed out, or closed).
 /// Calls to the poller's own upstream pool are not counted: the pool
 /// answers within the poller's loop, woken by its sockets.
 #[derive(Debug, Default)]
