@@ -265,12 +265,11 @@ impl Poller {
         let phase = self.shared.server.phase();
         let mut found = false;
         loop {
-            found = match found {
-                true => {
-                    thread::yield_now();
-                    self.poll_once(false, sender) || self.poll_once(true, sender)
-                }
-                false => self.poll_once(true, sender),
+            found = if found {
+                thread::yield_now();
+                self.poll_once(false, sender) || self.poll_once(true, sender)
+            } else {
+                self.poll_once(true, sender)
             };
             if !found
                 || self.shared.calls.any()
