@@ -24,6 +24,8 @@ use crate::upstream::json;
 
 /// Upstream connections use tokens from here up; connection actors use small ones.
 pub(crate) const FIRST_TOKEN: usize = usize::MAX / 2;
+/// Bytes read from an upstream socket at a time.
+const READ_CHUNK: usize = 16 * 1024;
 
 /// A request, and when it must be answered by.
 struct Job {
@@ -52,6 +54,9 @@ pub(crate) struct UpstreamPool {
     links: Slab<Link>,
     idle: Vec<usize>,
     queue: VecDeque<Job>,
+    /// Where each read lands before it is added to its link's answer; kept,
+    /// so a read event neither allocates nor zeroes a buffer.
+    read_buf: Box<[u8]>,
     /// The poller's counters, with `--metrics`.
     metrics: Option<Arc<PollerMetrics>>,
 }
@@ -68,6 +73,7 @@ impl UpstreamPool {
             links: Slab::default(),
             idle: Vec::new(),
             queue: VecDeque::new(),
+            read_buf: vec![0; READ_CHUNK].into_boxed_slice(),
             metrics: None,
         }
     }
@@ -175,14 +181,13 @@ impl UpstreamPool {
             return;
         }
         let mut eof = false;
-        let mut chunk = [0u8; 16 * 1024];
         loop {
-            match link.socket.read(&mut chunk) {
+            match link.socket.read(&mut self.read_buf) {
                 Ok(0) => {
                     eof = true;
                     break;
                 }
-                Ok(len) => link.received.extend_from_slice(&chunk[..len]),
+                Ok(len) => link.received.extend_from_slice(&self.read_buf[..len]),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return self.fail(key, UpstreamFailure::from_io(&e, false), registry),
