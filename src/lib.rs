@@ -4,8 +4,31 @@
 //! A [`Routes`] table holds three kinds of route: canned responses built
 //! once at start, handler routes (a function of the [`Request`] writes the
 //! [`Response`], in the connection actor), and actor routes (the request
-//! goes as an [`ActorRequest`] to an uppercut actor in the server's
-//! system, which answers with an [`ActorResponse`]).
+//! goes as an [`ActorRequest`] to an actor the server owns, which answers
+//! with an [`ActorResponse`]).
+//!
+//! The server owns the actors given to it, and runs them itself rather than
+//! through uppercut's scheduler:
+//!
+//! - [`Routes::spawn`]: one instance, run on the thread of whoever sends to
+//!   it when it is free (a request's connection, on its poller), one message
+//!   at a time; a sender that finds it busy leaves the message for the
+//!   holder. An actor route to it costs about what a handler route costs.
+//! - [`Routes::spawn_per_poller`]: an instance per poller, for per-core
+//!   state, run only by its own poller's connections.
+//! - [`Routes::spawn_blocking`]: instances on threads of their own that
+//!   sleep while idle, for actors that block.
+//!
+//! Each keeps its uppercut address: other actors reach it there, and
+//! [`Server::send`] from outside the server.
+//!
+//! **Handlers and inline actors must not block.** They run on a poller, and
+//! while one runs, that poller serves none of its other connections: a
+//! handler that sleeps a second delays every request on its poller by a
+//! second. Anything that may block (a synchronous client, a file read, a
+//! long computation) belongs in [`Routes::blocking_handler`] or
+//! [`Routes::spawn_blocking`], whose answers come back to the connection
+//! without any poller waiting for them.
 //!
 //! ```no_run
 //! use std::fmt::Write;
@@ -46,6 +69,7 @@ pub mod cli;
 pub mod config;
 pub mod sans_io;
 
+mod actors;
 mod http;
 mod net;
 mod observe;
@@ -62,7 +86,8 @@ pub use config::AccessLogTarget;
 pub use config::{Config, Dispatch, Timeouts, UpstreamConfig};
 pub use http::method::Method;
 pub use http::response::{CannedResponse, ResponseError};
-pub use routes::actor::{ActorRequest, ActorResponse};
+pub use routes::actor::ActorRequest;
+pub use routes::actor_response::ActorResponse;
 pub use routes::handler::Response;
 pub use routes::request::Request;
 pub use routes::static_files::{StaticFilesError, StaticLimits};

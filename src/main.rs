@@ -53,7 +53,8 @@ fn main() -> ExitCode {
 }
 
 /// The standard routes, and the same `Hello, World!` as a handler route and
-/// as an actor route, so that benchmarks can weigh an actor hop.
+/// as actor routes (one actor; an actor per poller; an actor on blocking
+/// threads), so that benchmarks can weigh each (`bench/run --routes`).
 fn routes() -> Routes {
     Routes::standard()
         .handler(&[Method::Get], "/hello/handler", |_, response| {
@@ -61,20 +62,39 @@ fn routes() -> Routes {
             let _ = response.write_str("Hello, World!");
         })
         .actor(&[Method::Get], "/hello/actor", "hello")
-        .spawn("hello", Hello)
+        .spawn("hello", Hello::new())
+        .actor(&[Method::Get], "/hello/per-poller", "hello-per-poller")
+        .spawn_per_poller("hello-per-poller", |_| Hello::new())
+        .actor(&[Method::Get], "/hello/blocking", "hello-blocking")
+        .spawn_blocking("hello-blocking", BLOCKING_THREADS, |_| Hello::new())
 }
 
-/// Answers every request with `Hello, World!`.
-struct Hello;
+/// Threads for `/hello/blocking`: as many as the default of blocking handlers.
+const BLOCKING_THREADS: usize = 8;
+
+/// Answers every request with `Hello, World!`, a response built once and
+/// cloned (which shares its bytes) for each request.
+struct Hello {
+    response: Option<ActorResponse>,
+}
+
+impl Hello {
+    fn new() -> Hello {
+        let response = ActorResponse::new(200)
+            .and_then(|response| response.with_header("Content-Type", "text/plain"))
+            .map(|response| response.with_body("Hello, World!"));
+        Hello {
+            response: response.ok(),
+        }
+    }
+}
 
 impl AnyActor for Hello {
     fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
-        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
-            let response = ActorResponse::new(200)
-                .and_then(|response| response.with_header("Content-Type", "text/plain"));
-            if let Ok(response) = response {
-                request.respond(response.with_body("Hello, World!"));
-            }
+        if let (Ok(request), Some(response)) =
+            (envelope.message.downcast::<ActorRequest>(), &self.response)
+        {
+            request.respond(response.clone());
         }
     }
 }

@@ -48,6 +48,15 @@ impl AnyActor for Panicker {
     }
 }
 
+/// Passes every request on to another address.
+struct ForwardTo(&'static str);
+
+impl AnyActor for ForwardTo {
+    fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
+        sender.send(self.0, envelope);
+    }
+}
+
 /// How long `/stuck` waits for `Hoarder`.
 const REPLY_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -72,7 +81,8 @@ fn start(dispatch: Dispatch) -> Server {
         .spawn("counter", Counter::default())
         .actor(&[Method::Post], "/echo/*", "echo")
         .spawn("echo", Echo)
-        .actor(&[Method::Get], "/nobody", "nobody-spawned-this")
+        .actor(&[Method::Get], "/nobody", "forwarder")
+        .spawn("forwarder", ForwardTo("nobody-spawned-this"))
         .actor(&[Method::Get], "/drop", "dropper")
         .spawn("dropper", Dropper)
         .actor(&[Method::Get], "/panic", "panicker")
@@ -143,8 +153,36 @@ fn no_answer_in_time_is_504(dispatch: Dispatch) {
     expect_failure(dispatch, "/stuck", 504, "Gateway Timeout");
 }
 
-fn an_address_nobody_spawned_is_502(dispatch: Dispatch) {
+fn a_request_sent_on_to_an_address_nobody_spawned_is_502(dispatch: Dispatch) {
     expect_failure(dispatch, "/nobody", 502, "Bad Gateway");
+}
+
+fn a_route_to_an_address_nobody_spawned_is_refused_at_start(dispatch: Dispatch) {
+    let routes = Routes::new()
+        .actor(
+            &[Method::Get, Method::Post],
+            "/nobody",
+            "nobody-spawned-this",
+        )
+        .spawn("somebody", Counter::default());
+    let error = Server::start(&server_config(dispatch), routes).expect_err("refused");
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(
+        error.to_string(),
+        "route GET,POST /nobody: no actor at \"nobody-spawned-this\" (give one to \
+         Routes::spawn, Routes::spawn_per_poller or Routes::spawn_blocking)"
+    );
+}
+
+fn an_address_spawned_twice_is_refused_at_start(dispatch: Dispatch) {
+    let routes = Routes::new()
+        .spawn("counter", Counter::default())
+        .spawn_per_poller("counter", |_| Counter::default());
+    let error = Server::start(&server_config(dispatch), routes).expect_err("refused");
+    assert_eq!(
+        error.to_string(),
+        "actor address \"counter\" is spawned twice"
+    );
 }
 
 fn a_dropped_request_is_502(dispatch: Dispatch) {
@@ -160,7 +198,9 @@ in_both_modes!(
     pipelined_answers_come_in_request_order,
     the_actor_sees_the_whole_request,
     no_answer_in_time_is_504,
-    an_address_nobody_spawned_is_502,
+    a_request_sent_on_to_an_address_nobody_spawned_is_502,
+    a_route_to_an_address_nobody_spawned_is_refused_at_start,
+    an_address_spawned_twice_is_refused_at_start,
     a_dropped_request_is_502,
     a_panicking_actor_is_502,
 );

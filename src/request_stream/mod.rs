@@ -18,7 +18,7 @@ use crate::http::response_fields::write_response;
 use crate::http::status::ErrorStatus;
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::PollerMetrics;
-use crate::routes::actor::Outcome;
+use crate::routes::reply::Outcome;
 use crate::routes::table::Routes;
 pub(crate) use call::Call;
 pub use framer::OUTPUT_HIGH_WATER;

@@ -67,7 +67,8 @@ fn an_oversized_chunk_size_line_gets_one_answer_however_it_arrives() {
 #[test]
 fn pipelined_requests_wait_for_an_actor_s_answer() {
     use crate::http::method::Method;
-    use crate::routes::actor::{ActorResponse, Outcome};
+    use crate::routes::actor_response::ActorResponse;
+    use crate::routes::reply::Outcome;
 
     let routes = Routes::standard().actor(&[Method::Post], "/a", "actor");
     let date = format_imf_fixdate(0);
@@ -140,7 +141,8 @@ fn a_draining_stream_closes_after_its_next_response() {
 #[test]
 fn an_actor_s_answer_after_a_drain_began_closes_the_stream() {
     use crate::http::method::Method;
-    use crate::routes::actor::{ActorResponse, Outcome};
+    use crate::routes::actor_response::ActorResponse;
+    use crate::routes::reply::Outcome;
 
     let routes = Routes::standard().actor(&[Method::Get], "/a", "actor");
     let date = format_imf_fixdate(0);

@@ -6,13 +6,14 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use crate::http::date::DATE_LEN;
 use crate::http::response::Persistence;
 use crate::http::response_fields::{
     check_header, check_status, put_header, write_response, ResponseError,
 };
+use crate::routes::actor_response::ActorResponse;
 use crate::routes::request::Request;
 
 /// The function behind a handler route.
@@ -105,5 +106,27 @@ pub(crate) fn respond(
             head_only,
         );
         status
+    })
+}
+
+/// Runs `handler` on `request` into a response of its own: for a blocking
+/// handler, which runs on a thread with no connection to write into.
+pub(crate) fn respond_owned(handler: &Handler, request: &Request<'_>) -> ActorResponse {
+    SCRATCH.with(|scratch| {
+        let (headers, body) = &mut *scratch.borrow_mut();
+        headers.clear();
+        body.clear();
+        let mut response = Response {
+            status: 200,
+            headers,
+            body,
+        };
+        handler(request, &mut response);
+        let status = response.status;
+        ActorResponse::written(
+            status,
+            Bytes::copy_from_slice(headers),
+            Bytes::copy_from_slice(body),
+        )
     })
 }

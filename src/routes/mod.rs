@@ -3,13 +3,16 @@
 //! files served ahead of them.
 
 pub(crate) mod actor;
+pub(crate) mod actor_response;
 pub(crate) mod conditional;
 pub(crate) mod etag;
 pub(crate) mod handler;
 pub(crate) mod path_entry;
 pub(crate) mod percent;
+pub(crate) mod reply;
 pub(crate) mod request;
 pub(crate) mod responses;
+pub(crate) mod spawns;
 pub(crate) mod static_files;
 pub(crate) mod static_response;
 pub(crate) mod static_site;

@@ -8,10 +8,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use uppercut::api::{Actor, AnyActor};
+use uppercut::api::AnyActor;
 
 use crate::http::method::Method;
 use crate::http::request::{RequestHead, MAX_HEAD_LEN};
@@ -25,6 +25,7 @@ use crate::routes::handler::Response;
 use crate::routes::path_entry::{Entry, Target};
 use crate::routes::percent::decode_path;
 use crate::routes::request::Request;
+use crate::routes::spawns::ActorSpec;
 use crate::routes::static_files::{StaticFilesError, StaticLimits};
 use crate::routes::static_site::StaticSite;
 use crate::routes::static_table::StaticReply;
@@ -71,17 +72,30 @@ pub(crate) struct Canned {
     etag: Option<Box<[u8]>>,
 }
 
-/// Where an actor route's requests go.
+/// Where an actor route's requests go, as the table declares it; the
+/// server resolves it at start (`actors::house`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ActorRoute {
-    /// The actor's address; `None` for the poller's own upstream pool.
-    pub(crate) address: Option<String>,
-    /// How long the connection waits for the answer before 504.
-    pub(crate) timeout: Duration,
+pub(crate) enum CallTarget {
+    /// The actor the server owns at this address.
+    Address(String),
+    /// A handler run on the server's blocking threads, by index.
+    BlockingHandler(usize),
+    /// The poller's own upstream pool (`/io`).
+    Upstream,
 }
 
-/// An actor to spawn into the server's system at start.
-type Spawn = (String, Arc<Mutex<Option<Actor>>>);
+/// An actor route: where its requests go and how long an answer may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ActorRoute {
+    pub(crate) target: CallTarget,
+    /// How long the connection waits for the answer before 504.
+    pub(crate) timeout: Duration,
+    /// The route's methods and path, to name it in an error at start.
+    pub(crate) name: String,
+}
+
+/// How many threads run blocking handlers unless set.
+const BLOCKING_THREADS: usize = 8;
 
 /// The route table: which response answers which request.
 #[derive(Clone)]
@@ -95,7 +109,9 @@ pub struct Routes {
     actors: Vec<ActorRoute>,
     pub(crate) errors: Vec<CannedResponse>,
     reply_timeout: Duration,
-    spawns: Vec<Spawn>,
+    pub(crate) spawns: Vec<ActorSpec>,
+    /// Threads for blocking handlers.
+    blocking_threads: usize,
     /// Files served ahead of the routes above, reloadable.
     pub(crate) static_site: Option<Arc<StaticSite>>,
     #[cfg(feature = "fault-injection")]
@@ -121,6 +137,7 @@ impl Routes {
             errors: ErrorStatus::ALL.iter().map(|s| s.canned()).collect(),
             reply_timeout: REPLY_TIMEOUT,
             spawns: Vec::new(),
+            blocking_threads: BLOCKING_THREADS,
             static_site: None,
             #[cfg(feature = "fault-injection")]
             panic_path: None,
@@ -146,6 +163,10 @@ impl Routes {
     /// what `handler` writes, in the connection actor. GET also takes HEAD
     /// (the body is left out). The request's body, up to the body limit, is
     /// read before the handler runs.
+    ///
+    /// The handler runs on the connection's poller and must not block:
+    /// while it runs, that poller serves no other connection. A handler
+    /// that blocks belongs in [`Routes::blocking_handler`].
     pub fn handler<F>(mut self, methods: &[Method], path: &str, handler: F) -> Routes
     where
         F: Fn(&Request<'_>, &mut Response<'_>) + Send + Sync + 'static,
@@ -156,35 +177,104 @@ impl Routes {
         self
     }
 
-    /// Sends requests for `methods` at `path` (exact, or a prefix ending
-    /// `/*`) to the actor at `address` in the server's system, as an
-    /// [`ActorRequest`](crate::ActorRequest); the connection writes its
-    /// answer, in request order. No answer within the reply timeout is a
-    /// 504; an actor that is gone, a 502.
-    pub fn actor(mut self, methods: &[Method], path: &str, address: &str) -> Routes {
-        self.actors.push(ActorRoute {
-            address: Some(address.to_string()),
-            timeout: self.reply_timeout,
-        });
-        let target = Target::Actor(self.actors.len() - 1);
-        self.insert(path, methods, target);
+    /// As [`Routes::handler`], for a handler that may block (a file read, a
+    /// synchronous database client, a long computation): it runs on the
+    /// server's blocking threads (see [`Routes::blocking_threads`]), as
+    /// tokio's `spawn_blocking` does, and its response comes back to the
+    /// connection like an actor's: within the reply timeout or as a 504,
+    /// and a panic answers 502.
+    pub fn blocking_handler<F>(mut self, methods: &[Method], path: &str, handler: F) -> Routes
+    where
+        F: Fn(&Request<'_>, &mut Response<'_>) + Send + Sync + 'static,
+    {
+        self.handlers.push(Arc::new(handler));
+        let target = CallTarget::BlockingHandler(self.handlers.len() - 1);
+        self.insert_call(methods, path, target, self.reply_timeout);
         self
     }
 
-    /// How long actor routes added after this call wait for an answer
-    /// (5 s unless set).
+    /// How many threads run the blocking handlers (8 unless set; at least
+    /// one). They start with the server, only if it has a blocking handler.
+    pub fn blocking_threads(mut self, threads: usize) -> Routes {
+        self.blocking_threads = threads.max(1);
+        self
+    }
+
+    /// Sends requests for `methods` at `path` (exact, or a prefix ending
+    /// `/*`) to the actor the server owns at `address` (given to
+    /// [`Routes::spawn`], [`Routes::spawn_per_poller`] or
+    /// [`Routes::spawn_blocking`]; `Server::start` refuses a route to an
+    /// address nobody spawned), as an [`ActorRequest`](crate::ActorRequest);
+    /// the connection writes its answer, in request order. No answer within
+    /// the reply timeout is a 504; a request the actor drops unanswered (or
+    /// panics on), a 502.
+    pub fn actor(mut self, methods: &[Method], path: &str, address: &str) -> Routes {
+        let target = CallTarget::Address(address.to_string());
+        self.insert_call(methods, path, target, self.reply_timeout);
+        self
+    }
+
+    /// How long actor routes and blocking handlers added after this call
+    /// wait for an answer (5 s unless set).
     pub fn reply_timeout(mut self, timeout: Duration) -> Routes {
         self.reply_timeout = timeout;
         self
     }
 
-    /// Spawns `actor` at `address` into the server's actor system when the
-    /// server starts; the server stops it when it stops.
+    /// Gives the server `actor` to own at `address`: one instance that
+    /// runs, one message at a time, on the thread of whoever sends to it
+    /// when it is free (a connection's request runs it in that
+    /// connection's poller, with no hop through uppercut's scheduler); a
+    /// sender that finds it busy leaves the message, and whoever holds the
+    /// actor runs it next. It keeps its uppercut address: other actors and
+    /// [`Server::send`](crate::Server::send) reach it there.
+    ///
+    /// It must not block: while it runs, its poller serves no other
+    /// connection. Work that blocks belongs in [`Routes::spawn_blocking`].
+    /// Stopped (and `on_stop` called) when the server stops.
     pub fn spawn(mut self, address: &str, actor: impl AnyActor + 'static) -> Routes {
-        let actor: Actor = Box::new(actor);
-        let spawn = (address.to_string(), Arc::new(Mutex::new(Some(actor))));
-        self.spawns.push(spawn);
+        self.spawns.push(ActorSpec::shared(address, actor));
         self
+    }
+
+    /// Gives each poller its own instance of an actor at `address`, made by
+    /// `factory` with the poller's index (0 to pollers - 1): per-core state
+    /// such as a cache, or a counter that a reader sums over the instances.
+    /// A request's call, and a send from an actor running on a poller, go
+    /// to that poller's instance, which no other poller's connections
+    /// touch: in `local` dispatch only its poller's thread ever runs it.
+    /// A send from elsewhere (another thread, [`Server::send`](crate::Server::send))
+    /// goes to the instances in turn. Like [`Routes::spawn`], it must not
+    /// block.
+    pub fn spawn_per_poller<A, F>(mut self, address: &str, factory: F) -> Routes
+    where
+        A: AnyActor + 'static,
+        F: Fn(usize) -> A + Send + Sync + 'static,
+    {
+        self.spawns.push(ActorSpec::per_poller(address, factory));
+        self
+    }
+
+    /// Runs an actor that may block at `address` on `threads` threads of
+    /// its own (at least one), each with an instance made by `factory` with
+    /// the thread's index, as actix's `SyncArbiter` does: a message goes to
+    /// whichever thread is free, and idle threads sleep. The poller never
+    /// waits for them; an answer comes back as any actor's does, within the
+    /// route's reply timeout or as a 504. A panic answers 502 for the
+    /// message it was handling, and the instance goes on to the next one.
+    pub fn spawn_blocking<A, F>(mut self, address: &str, threads: usize, factory: F) -> Routes
+    where
+        A: AnyActor + 'static,
+        F: Fn(usize) -> A + Send + Sync + 'static,
+    {
+        self.spawns
+            .push(ActorSpec::blocking(address, threads, factory));
+        self
+    }
+
+    /// The actors the server owns, as declared.
+    pub(crate) fn spawns(&self) -> &[ActorSpec] {
+        &self.spawns
     }
 
     /// Serves every regular file under `dir`, loaded now, dotfiles left
@@ -211,14 +301,28 @@ impl Routes {
     /// through the poller's own upstream pool, which times requests out
     /// itself after `timeout`.
     pub(crate) fn with_upstream(mut self, path: &str, timeout: Duration) -> Routes {
+        // The pool's own 504 names the cause; this one is a backstop.
+        let timeout = timeout + Duration::from_secs(1);
+        self.insert_call(&[Method::Get], path, CallTarget::Upstream, timeout);
+        self
+    }
+
+    /// Routes `methods` at `path` to a call to `target`.
+    fn insert_call(
+        &mut self,
+        methods: &[Method],
+        path: &str,
+        target: CallTarget,
+        timeout: Duration,
+    ) {
+        let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
         self.actors.push(ActorRoute {
-            address: None,
-            // The pool's own 504 names the cause; this one is a backstop.
-            timeout: timeout + Duration::from_secs(1),
+            target,
+            timeout,
+            name: format!("{} {path}", names.join(",")),
         });
         let target = Target::Actor(self.actors.len() - 1);
-        self.insert(path, &[Method::Get], target);
-        self
+        self.insert(path, methods, target);
     }
 
     /// Test builds only: a request for `path` panics inside the connection
@@ -339,22 +443,14 @@ impl Routes {
         &self.handlers[index]
     }
 
-    pub(crate) fn actor_at(&self, index: usize) -> &ActorRoute {
-        &self.actors[index]
+    /// The actor routes, by index.
+    pub(crate) fn actor_routes(&self) -> &[ActorRoute] {
+        &self.actors
     }
 
-    /// The actors to spawn at start, each handed out once.
-    pub(crate) fn take_spawns(&self) -> Vec<(String, Actor)> {
-        let take = |(address, actor): &Spawn| {
-            let actor = actor.lock().unwrap_or_else(|e| e.into_inner()).take();
-            actor.map(|actor| (address.clone(), actor))
-        };
-        self.spawns.iter().filter_map(take).collect()
-    }
-
-    /// The addresses of the actors spawned at start.
-    pub(crate) fn spawned_addresses(&self) -> impl Iterator<Item = &str> {
-        self.spawns.iter().map(|(address, _)| address.as_str())
+    /// How many threads run blocking handlers.
+    pub(crate) fn blocking_thread_count(&self) -> usize {
+        self.blocking_threads
     }
 }
 

@@ -23,12 +23,16 @@ use mio::net::TcpStream;
 use mio::Token;
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
+use crate::actors::blocking_handler::HandlerJob;
+use crate::actors::house::CallPath;
 use crate::config::Dispatch;
+use crate::http::date::DATE_LEN;
 use crate::net::socket::write_until_blocked;
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
-use crate::routes::actor::{ActorRequest, ReplyTo};
+use crate::routes::actor::ActorRequest;
+use crate::routes::reply::{self, Outcome, ReplyTo};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::shared::Shared;
 use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
@@ -123,35 +127,46 @@ impl Connection {
 
     /// The call ended (answered, or not in time): write its response, then
     /// carry on.
-    fn complete_call(&mut self, end: CallEnd, scratch: &mut Scratch) -> io::Result<Flow> {
+    fn complete_call(
+        &mut self,
+        end: CallEnd,
+        scratch: &mut Scratch,
+        sender: &dyn AnySender,
+    ) -> io::Result<Flow> {
         self.end_call();
         let date = self.shared.date.current();
         let routes = &self.shared.routes;
         self.stream
             .complete_call(end, routes, &date, &mut scratch.output);
+        self.run_calls(&date, scratch, sender);
         self.write_batch(&mut scratch.output)?;
-        self.drive(scratch)
+        self.drive(scratch, sender)
     }
 
-    /// Sends the request an actor route made to its actor, with where the
-    /// answer goes: the poller's reply queue.
-    fn send_call(&mut self, call: Call, sender: &mut dyn AnySender) {
-        let shared = &self.shared;
-        let id = shared.call_ids.fetch_add(1, Ordering::Relaxed) + 1;
-        let route = shared.routes.actor_at(call.actor);
-        // The poller's own upstream pool answers from within the poller's
-        // loop, woken by its sockets; only an actor elsewhere needs the
-        // poller to keep looking (see `wakeup::Calls`).
-        let away = route.address.is_some();
-        self.call = Some(AwaitedCall {
-            id,
-            timeout: route.timeout,
-            away,
-        });
-        self.mailbox.await_call(id);
-        if away {
-            shared.calls.started();
+    /// Sends the calls the request stream leaves, and writes each answer
+    /// the actor gave at once (it ran on this thread) with the responses
+    /// around it, until a call must wait for its answer.
+    fn run_calls(&mut self, date: &[u8; DATE_LEN], scratch: &mut Scratch, sender: &dyn AnySender) {
+        while let Some(call) = self.stream.take_call() {
+            let Some(outcome) = self.send_call(call, sender) else {
+                return;
+            };
+            let end = CallEnd::Outcome(outcome);
+            self.stream
+                .complete_call(end, &self.shared.routes, date, &mut scratch.output);
         }
+    }
+
+    /// Sends the request an actor route made where its route goes; the
+    /// answer if the actor gave it before this returns (an actor that was
+    /// free runs right here), else `None`: it will come through the
+    /// poller's reply queue.
+    fn send_call(&mut self, call: Call, sender: &dyn AnySender) -> Option<Outcome> {
+        let shared = &*self.shared;
+        let id = shared.call_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        let timeout = shared.routes.actor_routes()[call.actor].timeout;
+        self.call = Some(AwaitedCall { id, timeout });
+        self.mailbox.await_call(id);
         let reply_to = ReplyTo {
             replies: Arc::clone(&shared.replies),
             key: self.token.0,
@@ -160,10 +175,32 @@ impl Connection {
         let (data, head_len) = (call.data, call.head_len);
         let request =
             ActorRequest::new(call.method, data, head_len, call.path, call.query, reply_to);
-        match &route.address {
-            Some(address) => sender.send(address, Envelope::of(request)),
+        match &shared.paths[call.actor] {
+            CallPath::Cell(cell) => {
+                let queue = Arc::as_ptr(&shared.replies) as usize;
+                let expected = reply::expect(queue, id);
+                let context = shared.house.context(shared.index, sender);
+                context.deliver(cell, Envelope::of(request));
+                let outcome = expected.finish()?;
+                // Answered here: the mailbox never saw it.
+                self.call = None;
+                self.mailbox.abandon(id);
+                Some(outcome)
+            }
+            CallPath::Blocking(pool) => {
+                pool.submit(Envelope::of(request));
+                None
+            }
+            CallPath::BlockingHandler(pool, handler) => {
+                let handler = Arc::clone(handler);
+                pool.submit(Envelope::of(HandlerJob { handler, request }));
+                None
+            }
             // The poller's own upstream pool.
-            None => to_poller(shared, Envelope::of(request), sender),
+            CallPath::Upstream => {
+                to_poller(shared, Envelope::of(request), sender);
+                None
+            }
         }
     }
 
@@ -172,15 +209,12 @@ impl Connection {
     fn end_call(&mut self) {
         if let Some(call) = self.call.take() {
             self.mailbox.abandon(call.id);
-            if call.away {
-                self.shared.calls.ended();
-            }
         }
     }
 
     /// The deadline passed when the poller swept: if it still stands, close,
     /// answering 408 to a request that did not arrive in time.
-    fn expire(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
+    fn expire(&mut self, scratch: &mut Scratch, sender: &dyn AnySender) -> io::Result<Flow> {
         match self.timer.expired(self.shared.clock.now_ms()) {
             None => Ok(Flow::Open),
             Some(Expiry::Request) => {
@@ -201,15 +235,15 @@ impl Connection {
                 self.count_timeout(TimeoutKind::Write);
                 Ok(Flow::Close)
             }
-            Some(Expiry::Reply) => self.complete_call(CallEnd::TimedOut, scratch),
+            Some(Expiry::Reply) => self.complete_call(CallEnd::TimedOut, scratch, sender),
         }
     }
 
     /// Handles everything the poller posted: an actor's answer first (it
     /// may release pipelined requests), then readiness, then the deadline,
-    /// which the work before it may have moved; then sends the call the
-    /// last request made, if it made one.
-    fn handle(&mut self, posted: u8, sender: &mut dyn AnySender) -> io::Result<Flow> {
+    /// which the work before it may have moved. Calls are sent as the
+    /// requests that make them are read.
+    fn handle(&mut self, posted: u8, sender: &dyn AnySender) -> io::Result<Flow> {
         self.hung_up |= posted & HANGUP != 0;
         self.wrote = false;
         self.note_phase();
@@ -221,11 +255,11 @@ impl Connection {
             let mut flow = Ok(Flow::Open);
             if posted & REPLY != 0 {
                 if let Some(outcome) = self.mailbox.take_reply() {
-                    flow = self.complete_call(CallEnd::Outcome(outcome), scratch);
+                    flow = self.complete_call(CallEnd::Outcome(outcome), scratch, sender);
                 }
             }
             if matches!(flow, Ok(Flow::Open)) && posted & (READY | HANGUP) != 0 {
-                flow = self.drive(scratch);
+                flow = self.drive(scratch, sender);
             }
             if matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
                 // Judge the deadline by what the connection is doing now, but
@@ -234,12 +268,9 @@ impl Connection {
                 if posted != EXPIRE {
                     self.note_activity();
                 }
-                flow = self.expire(scratch);
+                flow = self.expire(scratch, sender);
             }
             if matches!(flow, Ok(Flow::Open)) {
-                if let Some(call) = self.stream.take_call() {
-                    self.send_call(call, sender);
-                }
                 self.note_activity();
             } else {
                 self.discard_unread(scratch);
@@ -334,7 +365,7 @@ impl AnyActor for Connection {
         let Some(posted) = self.mailbox.take() else {
             return;
         };
-        match self.handle(posted, sender) {
+        match self.handle(posted, &*sender) {
             Ok(Flow::Open) => self.handled(1),
             Ok(Flow::Close) => self.close(sender),
             Err(e) => {
@@ -362,14 +393,11 @@ struct AwaitedCall {
     id: u64,
     /// How long the answer may take.
     timeout: Duration,
-    /// Sent to an actor other than the poller's upstream pool, and so
-    /// counted in the poller's `Calls`.
-    away: bool,
 }
 
 /// Sends `envelope` to the connection's poller: in `system` dispatch as
 /// counted mail (see `wakeup`), in `local` dispatch into its inbox.
-fn to_poller(shared: &Shared, envelope: Envelope, sender: &mut dyn AnySender) {
+fn to_poller(shared: &Shared, envelope: Envelope, sender: &dyn AnySender) {
     match shared.dispatch {
         Dispatch::System => {
             if let Some(metrics) = &shared.metrics {

@@ -12,7 +12,7 @@ use uppercut::api::{Actor, AnySender, Envelope};
 
 use crate::config::Dispatch;
 use crate::net::slab::Slab;
-use crate::routes::actor::Delivery;
+use crate::routes::reply::Delivery;
 use crate::runtime::connection::Connection;
 use crate::runtime::local_dispatch::deliver_locally;
 use crate::runtime::shared::Shared;

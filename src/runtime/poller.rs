@@ -34,8 +34,11 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
+use crate::actors::cell::ActorCell;
+use crate::actors::port::Relayed;
 use crate::config::Dispatch;
-use crate::routes::actor::{ActorRequest, Delivery};
+use crate::routes::actor::ActorRequest;
+use crate::routes::reply::Delivery;
 use crate::runtime::connections::Connections;
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::pool_threads::PoolThreads;
@@ -76,6 +79,10 @@ pub(crate) struct Poller {
     handed: Vec<TcpStream>,
     /// Actors' answers, taken each round (kept, as above).
     deliveries: Vec<Delivery>,
+    /// Owned actors left for this poller to run, taken each round (kept).
+    ready_actors: Vec<Arc<ActorCell>>,
+    /// Sends into the uppercut system left for this poller (kept).
+    relayed: Vec<Relayed>,
     /// Dropped with the poller, which tells the server it has stopped.
     running: Option<mpsc::Sender<()>>,
 }
@@ -101,6 +108,8 @@ impl Poller {
             pool_threads: None,
             handed: Vec::new(),
             deliveries: Vec::new(),
+            ready_actors: Vec::new(),
+            relayed: Vec::new(),
             running: None,
         })
     }
@@ -136,11 +145,11 @@ impl Poller {
         // for it (see `wakeup::Parking`).
         let shared = &self.shared;
         let block = block
-            && !shared.calls.any()
             && shared.parking.park(|| {
                 shared.mail.is_pending()
                     || shared.balance.has_queued(shared.index)
                     || shared.replies.is_pending()
+                    || shared.port.is_pending()
             });
         let timeout = match block {
             true => (!self.connections.is_empty()).then_some(sweep),
@@ -199,11 +208,13 @@ impl Poller {
         found
     }
 
-    /// Passes connections' requests to the upstream pool and actors'
-    /// answers to the connections, until neither is left (an answer can
+    /// Passes connections' requests to the upstream pool, runs the owned
+    /// actors other threads left for this poller, and passes actors'
+    /// answers to the connections, until nothing is left (an answer can
     /// release the next request of a pipeline).
     fn settle_calls(&mut self, sender: &mut dyn AnySender) {
         loop {
+            self.run_port(sender);
             let now_ms = self.shared.clock.now_ms();
             for envelope in self.connections.inbox.drain(..) {
                 if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
@@ -230,6 +241,25 @@ impl Poller {
         }
     }
 
+    /// Runs what other threads left in this poller's port: actors with
+    /// queued messages nobody runs, and sends into the uppercut system.
+    fn run_port(&mut self, sender: &mut dyn AnySender) {
+        let shared = &self.shared;
+        shared.port.take(&mut self.ready_actors, &mut self.relayed);
+        if !self.ready_actors.is_empty() {
+            let context = shared.house.context(shared.index, &*sender);
+            for cell in self.ready_actors.drain(..) {
+                context.run_queued(&cell);
+            }
+        }
+        if !self.relayed.is_empty() {
+            for relayed in self.relayed.drain(..) {
+                relayed.perform(&*sender);
+            }
+            shared.port.note_system_send();
+        }
+    }
+
     /// Stops accepting and wakes every connection, which closes once it has
     /// no request in progress (the phase tells it).
     fn begin_drain(&mut self, sender: &mut dyn AnySender) {
@@ -251,8 +281,8 @@ impl Poller {
     }
 
     /// `local`: run the loop until idle, the slice is used up, or the phase
-    /// changes; or for one round while connections wait for actors, which
-    /// need a worker to answer on.
+    /// changes; or for one round after an actor here sent into the uppercut
+    /// system, where the message needs a worker to run on.
     ///
     /// After a round that found work the poller yields its core once and
     /// looks again without waiting, before it blocks: where clients share
@@ -272,7 +302,7 @@ impl Poller {
                 self.poll_once(true, sender)
             };
             if !found
-                || self.shared.calls.any()
+                || self.shared.port.take_lend()
                 || Instant::now() >= slice_end
                 || self.shared.server.phase() != phase
                 || (phase == Phase::Draining && self.connections.is_empty())

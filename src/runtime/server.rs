@@ -11,13 +11,16 @@ use std::time::{Duration, SystemTime};
 
 use log::{error, info, warn};
 use mio::{Poll, Waker};
+use uppercut::api::Envelope;
 
+use crate::actors::house::ActorHouse;
+use crate::actors::port::PollerPort;
 use crate::config::Config;
 use crate::http::date::DateCache;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
-use crate::routes::actor::Replies;
+use crate::routes::reply::Replies;
 use crate::routes::static_site::StaticSite;
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
@@ -29,7 +32,7 @@ use crate::runtime::shared::Shared;
 use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::system::{run_system, RouteActors};
 use crate::runtime::timeouts::CoarseClock;
-use crate::runtime::wakeup::{Calls, Mail, Outstanding, Parking};
+use crate::runtime::wakeup::{Mail, Outstanding, Parking};
 use crate::upstream::pool::UpstreamPool;
 
 /// Where `--upstream`'s JSON is served.
@@ -40,6 +43,8 @@ pub(crate) const UPSTREAM_PATH: &str = "/io";
 /// SIGINT or SIGTERM.
 pub struct Server {
     local_addr: SocketAddr,
+    /// The actors the server owns.
+    house: Arc<ActorHouse>,
     /// The static directory `Config::static_dir` names, as loaded.
     site: Option<Arc<StaticSite>>,
     shutdown_timeout: Duration,
@@ -116,6 +121,15 @@ impl Server {
             .map(|waker| Arc::new(Parking::new(Arc::clone(waker))))
             .collect();
         let balance = Arc::new(Balance::new(&parkings));
+        let ports: Vec<Arc<PollerPort>> = parkings
+            .iter()
+            .map(|parking| {
+                let parking = Arc::clone(parking);
+                Arc::new(PollerPort::new(Box::new(move || parking.wake_if_parked())))
+            })
+            .collect();
+        // Refuses a route to an actor nobody spawned before any thread starts.
+        let house = Arc::new(ActorHouse::start(&routes, ports.clone())?);
         let mut actors = Vec::with_capacity(pollers);
         let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
         for (index, ((poll, listener), parking)) in pollers_and_listeners.enumerate() {
@@ -130,8 +144,10 @@ impl Server {
                 poller: format!("poller-{index}"),
                 server: Arc::clone(&state),
                 call_ids: AtomicU64::new(0),
-                calls: Calls::default(),
                 replies: Arc::new(Replies::new(Box::new(move || wake_parked.wake_if_parked()))),
+                paths: house.paths(index),
+                port: Arc::clone(&ports[index]),
+                house: Arc::clone(&house),
                 outstanding: Outstanding::default(),
                 mail: Mail::default(),
                 parking: Arc::clone(parking),
@@ -151,8 +167,7 @@ impl Server {
         let (started_tx, started_rx) = mpsc::sync_channel(1);
         let (ended_tx, ended) = mpsc::channel();
         let route_actors = RouteActors {
-            spawns: routes.take_spawns(),
-            addresses: routes.spawned_addresses().map(String::from).collect(),
+            forwarders: house.forwarders(),
         };
         let system = thread::Builder::new()
             .name("uppercut-system".into())
@@ -163,6 +178,7 @@ impl Server {
         match started_rx.recv() {
             Ok(Ok(())) => Ok(Server {
                 local_addr,
+                house,
                 site,
                 shutdown_timeout: config.shutdown_timeout,
                 access_log,
@@ -255,6 +271,15 @@ impl Server {
         self.balance.open_per_poller()
     }
 
+    /// Sends `envelope` to the actor at `address` from outside the server
+    /// (a thread of the program's own): an actor the server owns (given to
+    /// [`Routes::spawn`] and its kin) gets it on a poller's thread, any
+    /// other address through the uppercut system. A message to an address
+    /// nobody spawned is dropped, as uppercut drops it.
+    pub fn send(&self, address: &str, envelope: Envelope) {
+        self.house.send(address, envelope);
+    }
+
     /// Where `/metrics` is served, with `--metrics`.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(MetricsServer::local_addr)
@@ -289,6 +314,8 @@ impl Server {
         self.enter(Phase::Stopping);
         if let Some(system) = self.system.take() {
             let _ = system.join();
+            // No poller runs now: the owned actors' threads stop too.
+            self.house.stop();
         }
         if let Some(log) = &self.access_log {
             log.close();

@@ -6,16 +6,18 @@ use std::sync::Arc;
 
 use mio::Registry;
 
+use crate::actors::house::{ActorHouse, CallPath};
+use crate::actors::port::PollerPort;
 use crate::config::{Dispatch, Timeouts};
 use crate::http::date::DateCache;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
-use crate::routes::actor::Replies;
+use crate::routes::reply::Replies;
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
 use crate::runtime::lifecycle::ServerState;
 use crate::runtime::timeouts::CoarseClock;
-use crate::runtime::wakeup::{Calls, Mail, Outstanding, Parking};
+use crate::runtime::wakeup::{Mail, Outstanding, Parking};
 
 /// What a poller shares with each of its connections.
 pub(crate) struct Shared {
@@ -32,10 +34,14 @@ pub(crate) struct Shared {
     /// Numbers actor calls from 1, so an answer finds the call it answers
     /// even after its token has passed to another connection.
     pub call_ids: AtomicU64,
-    /// Calls the poller's connections wait for.
-    pub calls: Calls,
     /// Where actors' answers to those calls arrive.
     pub replies: Arc<Replies>,
+    /// The actors the server owns.
+    pub house: Arc<ActorHouse>,
+    /// Where each actor route's requests go from this poller.
+    pub paths: Vec<CallPath>,
+    /// What other threads leave for this poller.
+    pub port: Arc<PollerPort>,
     /// `system` dispatch: the poller's wakes not yet handled.
     pub outstanding: Outstanding,
     /// `system` dispatch: what connections are sending the poller.

@@ -18,14 +18,14 @@ use crate::runtime::poller::Poller;
 use crate::runtime::pool_threads::{PoolThreads, WorkerPriority};
 use crate::runtime::wakeup::Tick;
 
-/// The actors the routes asked to spawn into the system, and where they are.
+/// What the server spawns into the system besides its pollers: a
+/// forwarder at each owned actor's address (`actors::forwarder`).
 pub(crate) struct RouteActors {
-    pub spawns: Vec<(String, Actor)>,
-    pub addresses: Vec<String>,
+    pub forwarders: Vec<(String, Actor)>,
 }
 
 /// Runs the uppercut system until every poller has stopped, then stops the
-/// routes' actors and ends the system.
+/// forwarders and ends the system.
 pub(crate) fn run_system(
     pollers: Vec<Poller>,
     route_actors: RouteActors,
@@ -55,7 +55,12 @@ pub(crate) fn run_system(
             return;
         }
     };
-    for (address, actor) in route_actors.spawns {
+    let addresses: Vec<String> = route_actors
+        .forwarders
+        .iter()
+        .map(|(a, _)| a.clone())
+        .collect();
+    for (address, actor) in route_actors.forwarders {
         run.spawn(&address, move || actor);
     }
     let (running, pollers_stopped) = mpsc::channel::<()>();
@@ -71,10 +76,10 @@ pub(crate) fn run_system(
     let _ = started.send(Ok(()));
     // Every poller holds a sender until uppercut drops it, after it stopped.
     let _ = pollers_stopped.recv();
-    for address in &route_actors.addresses {
+    for address in &addresses {
         run.stop(address);
     }
-    // Whatever the routes' actors spawned themselves ends with the system.
+    // Whatever the owned actors spawned into uppercut ends with the system.
     run.shutdown();
     // Dropping the pool waits for its threads, which end with the scheduler.
     drop(pool);

@@ -20,11 +20,12 @@
 //!   counted as [`Mail`] before it is sent; the poller blocks only when none
 //!   is pending, and a connection that mails a poller which has just parked
 //!   wakes it ([`Parking`], which hand-offs of sockets use too).
-//! - An actor route's answer comes back through the poller's reply queue
-//!   (`routes::actor`), never to the connection directly. While any of its
-//!   connections waits for one ([`Calls`]), a poller never blocks, and in
-//!   `local` dispatch it hands its worker back after each round: the actor
-//!   needs a worker to answer on.
+//! - An actor route's answer that is not given on the connection's own
+//!   thread while the call runs comes back through the poller's reply queue
+//!   (`routes::actor`), never to the connection directly; whoever fills the
+//!   queue wakes the poller if it parked, as does whoever leaves an owned
+//!   actor for it to run (`actors::port`). No actor the server owns needs an
+//!   uppercut worker, so a poller waiting for an answer may block.
 //! - A connection sends to its poller only while one of its wakes is
 //!   outstanding, and a stopping poller stops only once none is: nothing is
 //!   ever sent to a poller after it stopped (uppercut's senders panic once
@@ -36,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use mio::{Token, Waker};
 use uppercut::api::{AnySender, Envelope};
 
-use crate::routes::actor::Outcome;
+use crate::routes::reply::Outcome;
 
 /// A poller's own message: run the event loop.
 #[derive(Debug)]
@@ -190,29 +191,6 @@ impl Parking {
                 log::error!("waking a poller: {e}");
             }
         }
-    }
-}
-
-/// Calls to actors a poller's connections wait for, counted by each
-/// connection from when it sends one to when the call ends for it (it took
-/// the answer, timed out, or closed).
-/// Calls to the poller's own upstream pool are not counted: the pool
-/// answers within the poller's loop, woken by its sockets.
-#[derive(Debug, Default)]
-pub(crate) struct Calls(AtomicUsize);
-
-impl Calls {
-    pub(crate) fn started(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-
-    pub(crate) fn ended(&self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    /// True while an answer may come: the poller must not block.
-    pub(crate) fn any(&self) -> bool {
-        self.0.load(Ordering::SeqCst) > 0
     }
 }
 

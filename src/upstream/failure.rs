@@ -13,7 +13,7 @@ use log::warn;
 
 use crate::http::status::ErrorStatus;
 use crate::observe::metrics::UpstreamResult;
-use crate::routes::actor::ActorResponse;
+use crate::routes::actor_response::ActorResponse;
 
 /// Why the upstream's answer is not there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,8 @@ use crate::http::response_parser::{Parsed, ResponseParser};
 use crate::net::slab::Slab;
 use crate::net::socket::write_until_blocked;
 use crate::observe::metrics::{PollerMetrics, UpstreamResult};
-use crate::routes::actor::{ActorRequest, ActorResponse};
+use crate::routes::actor::ActorRequest;
+use crate::routes::actor_response::ActorResponse;
 use crate::upstream::failure::UpstreamFailure;
 use crate::upstream::json;
 

@@ -5,6 +5,7 @@ use std::io::{self, ErrorKind, Read};
 
 use bytes::{Buf, BytesMut};
 use mio::Interest;
+use uppercut::api::AnySender;
 
 use super::{Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
 use crate::config::Dispatch;
@@ -24,7 +25,11 @@ impl Connection {
     /// serving what the client sent meanwhile (stopping at the short read cut
     /// `system` from 0.69 to 0.35 of `local`'s throughput). After a hangup,
     /// whose edge has been consumed, it always reads on to the end.
-    pub(super) fn drive(&mut self, scratch: &mut Scratch) -> io::Result<Flow> {
+    pub(super) fn drive(
+        &mut self,
+        scratch: &mut Scratch,
+        sender: &dyn AnySender,
+    ) -> io::Result<Flow> {
         let mut input_used_up = false;
         loop {
             // Output we owe goes first. While the client does not take it,
@@ -46,6 +51,7 @@ impl Connection {
             if self.stream.is_held_back() {
                 self.stream
                     .resume(&self.shared.routes, &date, &mut scratch.output);
+                self.run_calls(&date, scratch, sender);
             } else if input_used_up {
                 return self.wait_for_input();
             } else {
@@ -62,6 +68,7 @@ impl Connection {
                             &date,
                             &mut scratch.output,
                         );
+                        self.run_calls(&date, scratch, sender);
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => return self.wait_for_input(),
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,

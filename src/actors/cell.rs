@@ -1,0 +1,382 @@
+//! One actor instance the server owns, run where its message is.
+//!
+//! Whoever has a message for the actor tries to take it (one atomic
+//! compare-and-swap): if it is free, the sender runs it right there, on its
+//! own thread, then runs whatever others queued meanwhile; if it is busy,
+//! the sender leaves the message in the queue and goes on, and the holder
+//! runs it before letting the actor go. So the actor handles one message at
+//! a time, in the order they were queued, its state is touched by one thread
+//! at a time, and no sender ever waits for it.
+//!
+//! Letting go is the delicate step: a sender may queue a message just after
+//! the holder looked at the queue for the last time. Both sides use
+//! sequentially consistent operations on the same two atomics (the holder
+//! clears `held`, then reads `queued`; a sender adds to `queued`, then tries
+//! to take `held`), so at least one of them sees the other: either the holder
+//! finds the message, or the sender takes the actor and runs it.
+//!
+//! A holder runs at most [`BUDGET`] queued messages in a row; past that it
+//! lets the actor go and has its home poller run the rest in a later round,
+//! so that one busy actor cannot keep a poller from its own connections.
+
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use uppercut::api::{Actor, Envelope};
+
+use crate::actors::contain::WarnLimiter;
+
+/// Queued messages a holder runs before it hands the rest to the home poller.
+pub(crate) const BUDGET: usize = 64;
+
+/// Runs an actor's messages, and finds a poller for what is left over.
+pub(crate) trait Runner {
+    /// Hands `envelope` to `actor` (the instance in `cell`).
+    fn run(&self, cell: &ActorCell, actor: &mut Actor, envelope: Envelope);
+    /// `cell` has queued messages and nobody running it: have its home
+    /// poller run them.
+    fn schedule(&self, cell: &Arc<ActorCell>);
+}
+
+/// An actor instance, whether it is held, and the messages waiting for it.
+pub(crate) struct ActorCell {
+    address: Box<str>,
+    /// The poller that runs what queues up here when no sender does.
+    home: usize,
+    held: AtomicBool,
+    queued: AtomicUsize,
+    queue: Mutex<VecDeque<Envelope>>,
+    /// Touched only by whoever holds `held`.
+    actor: UnsafeCell<Actor>,
+    /// Stopped: messages are dropped unread (an actor request then answers
+    /// 502).
+    stopped: AtomicBool,
+    /// How often this actor's panics are logged.
+    pub(crate) warnings: WarnLimiter,
+}
+
+// SAFETY: `actor` is only reached through `Held`, and at most one `Held`
+// exists at a time: it is made only by winning the compare-and-swap of
+// `held` from false to true, and dropping it stores false.
+unsafe impl Sync for ActorCell {}
+
+impl ActorCell {
+    pub(crate) fn new(address: &str, home: usize, actor: Actor) -> ActorCell {
+        ActorCell {
+            address: address.into(),
+            home,
+            held: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
+            queue: Mutex::new(VecDeque::new()),
+            actor: UnsafeCell::new(actor),
+            stopped: AtomicBool::new(false),
+            warnings: WarnLimiter::default(),
+        }
+    }
+
+    /// The address it was spawned at.
+    pub(crate) fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The poller that runs what nobody else does.
+    pub(crate) fn home(&self) -> usize {
+        self.home
+    }
+
+    /// Runs `envelope` now if the actor is free, with what others queued
+    /// before it first; else queues it for the holder. For threads that may
+    /// run actors: a poller's, or a connection's.
+    pub(crate) fn deliver(self: &Arc<Self>, envelope: Envelope, runner: &dyn Runner) {
+        match self.try_hold() {
+            Some(held) if self.queued.load(Ordering::SeqCst) == 0 => {
+                self.run(&held, envelope, runner);
+                self.drain(held, runner);
+            }
+            Some(held) => {
+                self.enqueue(envelope);
+                self.drain(held, runner);
+            }
+            None => self.leave_for_holder(envelope, runner),
+        }
+    }
+
+    /// The actor was busy: queues `envelope` for its holder, and runs it
+    /// after all if the holder let go before the message was queued.
+    fn leave_for_holder(self: &Arc<Self>, envelope: Envelope, runner: &dyn Runner) {
+        self.enqueue(envelope);
+        if let Some(held) = self.try_hold() {
+            self.drain(held, runner);
+        }
+    }
+
+    /// Queues `envelope` without running anything: for threads that must
+    /// not run actors, which then `schedule` the cell on its home poller.
+    pub(crate) fn enqueue(&self, envelope: Envelope) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(envelope);
+        self.queued.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Runs what is queued, if the actor is free (a poller's round).
+    pub(crate) fn run_queued(self: &Arc<Self>, runner: &dyn Runner) {
+        if let Some(held) = self.try_hold() {
+            self.drain(held, runner);
+        }
+    }
+
+    /// Stops the actor: what is queued and what comes later is dropped.
+    /// Returns the instance's queue, to be dropped by the caller outside
+    /// any lock.
+    pub(crate) fn stop(&self) -> VecDeque<Envelope> {
+        self.stopped.store(true, Ordering::SeqCst);
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.queued.store(0, Ordering::SeqCst);
+        std::mem::take(&mut *queue)
+    }
+
+    /// Runs `f` with the instance if nobody holds it (stopping the server,
+    /// once no poller runs).
+    pub(crate) fn with_free_actor(&self, f: impl FnOnce(&mut Actor)) {
+        if let Some(held) = self.try_hold() {
+            f(held.actor());
+        }
+    }
+
+    fn try_hold(&self) -> Option<Held<'_>> {
+        self.held
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+            // Lazily: a `Held` made and dropped on failure would let go
+            // of the holder's claim.
+            .then(|| Held { cell: self })
+    }
+
+    fn pop(&self) -> Option<Envelope> {
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let envelope = self
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
+        if envelope.is_some() {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+        }
+        envelope
+    }
+
+    fn run(&self, held: &Held<'_>, envelope: Envelope, runner: &dyn Runner) {
+        if self.stopped.load(Ordering::Relaxed) {
+            return drop(envelope);
+        }
+        runner.run(self, held.actor(), envelope);
+    }
+
+    /// Runs queued messages, at most `BUDGET`, then lets the actor go;
+    /// takes it back if a message came meanwhile and budget is left, else
+    /// leaves the rest to the home poller.
+    fn drain<'a>(self: &'a Arc<Self>, mut held: Held<'a>, runner: &dyn Runner) {
+        let mut budget = BUDGET;
+        loop {
+            while budget > 0 {
+                let Some(envelope) = self.pop() else {
+                    break;
+                };
+                self.run(&held, envelope, runner);
+                budget -= 1;
+            }
+            drop(held);
+            if self.queued.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            if budget == 0 {
+                return runner.schedule(self);
+            }
+            match self.try_hold() {
+                Some(again) => held = again,
+                // Someone else holds it now, and will see the queue.
+                None => return,
+            }
+        }
+    }
+}
+
+/// The right to run the actor: whoever has it is the only one.
+struct Held<'a> {
+    cell: &'a ActorCell,
+}
+
+impl Held<'_> {
+    #[allow(clippy::mut_from_ref)]
+    fn actor(&self) -> &mut Actor {
+        // SAFETY: only one `Held` exists at a time (see `ActorCell`), and it
+        // is not shared between threads: the reference ends before it drops.
+        unsafe { &mut *self.cell.actor.get() }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.cell.held.store(false, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::sync::atomic::AtomicUsize;
+    use std::thread;
+
+    use uppercut::api::{AnyActor, AnySender};
+
+    /// An instance the test runners never look into.
+    struct Tally;
+
+    impl AnyActor for Tally {
+        fn receive(&mut self, _envelope: Envelope, _sender: &mut dyn AnySender) {}
+    }
+
+    /// Runs every message by counting it; notes what it was asked to schedule.
+    #[derive(Default)]
+    struct Counting {
+        running: AtomicBool,
+        runs: AtomicUsize,
+        scheduled: RefCell<Vec<String>>,
+        order: Mutex<Vec<u32>>,
+    }
+
+    impl Runner for Counting {
+        fn run(&self, _cell: &ActorCell, _actor: &mut Actor, envelope: Envelope) {
+            assert!(
+                !self.running.swap(true, Ordering::SeqCst),
+                "run twice at once"
+            );
+            if let Ok(n) = envelope.message.downcast::<u32>() {
+                self.order.lock().unwrap().push(*n);
+            }
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            self.running.store(false, Ordering::SeqCst);
+        }
+
+        fn schedule(&self, cell: &Arc<ActorCell>) {
+            self.scheduled.borrow_mut().push(cell.address().to_string());
+        }
+    }
+
+    // SAFETY for the test: `scheduled` is only touched on one thread.
+    unsafe impl Sync for Counting {}
+
+    fn cell() -> Arc<ActorCell> {
+        let actor: Actor = Box::new(Tally);
+        Arc::new(ActorCell::new("tally", 0, actor))
+    }
+
+    #[test]
+    fn a_free_actor_runs_at_once_and_queued_messages_run_first() {
+        let cell = cell();
+        let runner = Counting::default();
+        cell.deliver(Envelope::of(1u32), &runner);
+        assert_eq!(*runner.order.lock().unwrap(), [1]);
+        cell.enqueue(Envelope::of(2u32));
+        cell.enqueue(Envelope::of(3u32));
+        cell.deliver(Envelope::of(4u32), &runner);
+        assert_eq!(*runner.order.lock().unwrap(), [1, 2, 3, 4], "in order");
+        assert_eq!(cell.queued.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_message_queued_just_after_the_holder_let_go_still_runs() {
+        let cell = cell();
+        let runner = Counting::default();
+        let held = cell.try_hold().expect("free");
+        assert!(cell.try_hold().is_none(), "a sender finds it busy");
+        // The holder finds nothing queued and lets go...
+        cell.drain(held, &runner);
+        // ...just before the sender queues its message.
+        cell.leave_for_holder(Envelope::of(7u32), &runner);
+        assert_eq!(*runner.order.lock().unwrap(), [7]);
+        assert_eq!(cell.queued.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn past_the_budget_the_rest_goes_to_the_home_poller() {
+        let cell = cell();
+        let runner = Counting::default();
+        for n in 0..(BUDGET as u32 + 5) {
+            cell.enqueue(Envelope::of(n));
+        }
+        cell.run_queued(&runner);
+        assert_eq!(runner.runs.load(Ordering::SeqCst), BUDGET);
+        assert_eq!(*runner.scheduled.borrow(), ["tally"]);
+        cell.run_queued(&runner);
+        assert_eq!(runner.runs.load(Ordering::SeqCst), BUDGET + 5);
+    }
+
+    #[test]
+    fn a_stopped_actor_drops_its_messages() {
+        let cell = cell();
+        let runner = Counting::default();
+        cell.enqueue(Envelope::of(1u32));
+        assert_eq!(cell.stop().len(), 1);
+        cell.deliver(Envelope::of(2u32), &runner);
+        assert_eq!(runner.runs.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn senders_on_many_threads_never_run_it_twice_at_once_or_strand_a_message() {
+        for _ in 0..20 {
+            let cell = cell();
+            let runner = Arc::new(ThreadRunner::default());
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let (cell, runner) = (Arc::clone(&cell), Arc::clone(&runner));
+                    thread::spawn(move || {
+                        for _ in 0..5_000 {
+                            cell.deliver(Envelope::of(0u32), &*runner);
+                        }
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            // Only what went past a holder's budget was left, and to the
+            // home poller: nothing may sit in the queue unscheduled.
+            while runner.scheduled.swap(false, Ordering::SeqCst) {
+                cell.run_queued(&*runner);
+            }
+            assert_eq!(cell.queued.load(Ordering::SeqCst), 0, "a message stranded");
+            assert_eq!(runner.runs.load(Ordering::SeqCst), 20_000);
+        }
+    }
+
+    /// As `Counting`, for many threads.
+    #[derive(Default)]
+    struct ThreadRunner {
+        running: AtomicBool,
+        runs: AtomicUsize,
+        scheduled: AtomicBool,
+    }
+
+    impl Runner for ThreadRunner {
+        fn run(&self, _cell: &ActorCell, _actor: &mut Actor, _envelope: Envelope) {
+            assert!(
+                !self.running.swap(true, Ordering::SeqCst),
+                "run twice at once"
+            );
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            self.running.store(false, Ordering::SeqCst);
+        }
+
+        fn schedule(&self, _cell: &Arc<ActorCell>) {
+            self.scheduled.store(true, Ordering::SeqCst);
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The actors a server owns, built at start from what the route table
+//! declares: a cell per shared actor, a cell per poller for per-poller
+//! actors, a pool of threads per blocking actor (and one for the blocking
+//! handlers), the delay timer, and the directory that finds them by address.
+//! Each actor route is resolved here once, per poller, to the [`CallPath`]
+//! its connections use, so no request looks an address up. Start refuses a
+//! route to an address nobody spawned, and an address spawned twice.
+
+use std::collections::HashMap;
+use std::io::{self, ErrorKind};
+use std::sync::Arc;
+
+use uppercut::api::{Actor, AnySender, Envelope};
+
+use crate::actors::blocking::{BlockingPool, RunBlocking};
+use crate::actors::blocking_handler::HandlerRunner;
+use crate::actors::cell::ActorCell;
+use crate::actors::context::RunContext;
+use crate::actors::directory::{Dest, Directory};
+use crate::actors::forwarder::Forwarder;
+use crate::actors::port::{PollerPort, Relayed};
+use crate::actors::timer::Timer;
+use crate::routes::handler::Handler;
+use crate::routes::spawns::{Factory, SpawnKind};
+use crate::routes::table::{ActorRoute, CallTarget, Routes};
+
+/// Where an actor route's requests go, for the connections of one poller.
+#[derive(Clone)]
+pub(crate) enum CallPath {
+    /// An actor run where its message is (shared, or this poller's own).
+    Cell(Arc<ActorCell>),
+    /// An actor on blocking threads.
+    Blocking(Arc<BlockingPool>),
+    /// A blocking handler, on the blocking handlers' threads.
+    BlockingHandler(Arc<BlockingPool>, Handler),
+    /// The poller's own upstream pool.
+    Upstream,
+}
+
+/// The owned actors of one server.
+pub(crate) struct ActorHouse {
+    directory: Arc<Directory>,
+    timer: Option<Arc<Timer>>,
+    /// Each with the threads and factory it starts with.
+    pools: Vec<Arc<BlockingPool>>,
+    cells: Vec<Arc<ActorCell>>,
+    /// By poller, then by actor route.
+    paths: Vec<Vec<CallPath>>,
+}
+
+/// How blocking threads run their instances.
+struct BlockingRunner {
+    directory: Arc<Directory>,
+    timer: Option<Arc<Timer>>,
+}
+
+impl RunBlocking for BlockingRunner {
+    fn run(&self, pool: &BlockingPool, actor: &mut Actor, envelope: Envelope) {
+        let context = RunContext::new(&self.directory, self.timer.as_deref(), None, None);
+        context.run_actor(pool.address(), actor, envelope, &pool.warnings);
+    }
+
+    fn stop(&self, pool: &BlockingPool, actor: &mut Actor) {
+        let context = RunContext::new(&self.directory, self.timer.as_deref(), None, None);
+        context.stop_actor(pool.address(), actor);
+    }
+}
+
+/// The blocking handlers' pool's name (no actor can send to it).
+const HANDLER_POOL: &str = "blocking-handlers";
+
+impl ActorHouse {
+    /// Builds the actors `routes` declares, for pollers with `ports`, and
+    /// starts their threads; an error names the route or address at fault.
+    pub(crate) fn start(routes: &Routes, ports: Vec<Arc<PollerPort>>) -> io::Result<ActorHouse> {
+        let pollers = ports.len().max(1);
+        check_routes(routes)?;
+        let mut by_address = HashMap::new();
+        let mut cells = Vec::new();
+        let mut to_start: Vec<(Arc<BlockingPool>, usize, Factory)> = Vec::new();
+        for (index, spec) in routes.spawns().iter().enumerate() {
+            let address = spec.address.as_str();
+            let dest = match &spec.kind {
+                SpawnKind::Shared(actor) => {
+                    let actor = actor.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let Some(actor) = actor else {
+                        return Err(refused(format!(
+                            "actor {address:?} belongs to another server started with these routes"
+                        )));
+                    };
+                    let cell = Arc::new(ActorCell::new(address, index % pollers, actor));
+                    cells.push(Arc::clone(&cell));
+                    Dest::Shared(cell)
+                }
+                SpawnKind::PerPoller(factory) => {
+                    let own: Box<[Arc<ActorCell>]> = (0..pollers)
+                        .map(|poller| Arc::new(ActorCell::new(address, poller, factory(poller))))
+                        .collect();
+                    cells.extend(own.iter().cloned());
+                    Dest::PerPoller {
+                        cells: own,
+                        next: Default::default(),
+                    }
+                }
+                SpawnKind::Blocking { threads, factory } => {
+                    let pool = BlockingPool::new(address);
+                    to_start.push((Arc::clone(&pool), *threads, Arc::clone(factory)));
+                    Dest::Blocking(pool)
+                }
+            };
+            by_address.insert(address.into(), dest);
+        }
+        let has_blocking_handler = routes
+            .actor_routes()
+            .iter()
+            .any(|route| matches!(route.target, CallTarget::BlockingHandler(_)));
+        let handler_pool = has_blocking_handler.then(|| {
+            let pool = BlockingPool::new(HANDLER_POOL);
+            let factory: Factory = Arc::new(|_| Box::new(HandlerRunner));
+            to_start.push((Arc::clone(&pool), routes.blocking_thread_count(), factory));
+            pool
+        });
+        let directory = Arc::new(Directory::new(by_address, ports));
+        let mut house = ActorHouse {
+            directory: Arc::clone(&directory),
+            timer: None,
+            pools: to_start
+                .iter()
+                .map(|(pool, _, _)| Arc::clone(pool))
+                .collect(),
+            cells,
+            paths: Vec::new(),
+        };
+        if !routes.spawns().is_empty() {
+            house.timer = Some(Arc::new(Timer::start(Arc::clone(&directory))?));
+        }
+        let runner: Arc<dyn RunBlocking> = Arc::new(BlockingRunner {
+            directory,
+            timer: house.timer.clone(),
+        });
+        for (pool, threads, factory) in to_start {
+            // On an error, dropping the house stops what did start.
+            pool.start(threads, factory, Arc::clone(&runner))?;
+        }
+        house.paths = (0..pollers)
+            .map(|poller| house.resolve(routes, poller, handler_pool.as_ref()))
+            .collect::<io::Result<_>>()?;
+        Ok(house)
+    }
+
+    /// Each actor route's path for poller `poller`'s connections.
+    fn resolve(
+        &self,
+        routes: &Routes,
+        poller: usize,
+        handlers: Option<&Arc<BlockingPool>>,
+    ) -> io::Result<Vec<CallPath>> {
+        let resolve = |route: &ActorRoute| {
+            Ok(match &route.target {
+                CallTarget::Upstream => CallPath::Upstream,
+                CallTarget::BlockingHandler(index) => {
+                    let pool = handlers
+                        .ok_or_else(|| refused(format!("route {}: no pool", route.name)))?;
+                    CallPath::BlockingHandler(
+                        Arc::clone(pool),
+                        Arc::clone(routes.handler_at(*index)),
+                    )
+                }
+                CallTarget::Address(address) => match self.directory.get(address) {
+                    Some(Dest::Shared(cell)) => CallPath::Cell(Arc::clone(cell)),
+                    Some(Dest::PerPoller { cells, .. }) => {
+                        CallPath::Cell(Arc::clone(&cells[poller % cells.len()]))
+                    }
+                    Some(Dest::Blocking(pool)) => CallPath::Blocking(Arc::clone(pool)),
+                    None => return Err(no_actor(route, address)),
+                },
+            })
+        };
+        routes.actor_routes().iter().map(resolve).collect()
+    }
+
+    /// Where poller `poller`'s connections send each actor route's requests.
+    pub(crate) fn paths(&self, poller: usize) -> Vec<CallPath> {
+        self.paths.get(poller).cloned().unwrap_or_default()
+    }
+
+    /// How actors run on poller `poller`'s thread (or on a connection of
+    /// it), with `outer` as the uppercut sender there.
+    pub(crate) fn context<'a>(&'a self, poller: usize, outer: &'a dyn AnySender) -> RunContext<'a> {
+        RunContext::new(
+            &self.directory,
+            self.timer.as_deref(),
+            Some(poller),
+            Some(outer),
+        )
+    }
+
+    /// A forwarder for each owned address, to spawn into the uppercut system
+    /// there.
+    pub(crate) fn forwarders(&self) -> Vec<(String, Actor)> {
+        let forwarder = |address: &str| -> (String, Actor) {
+            let directory = Arc::clone(&self.directory);
+            let address = address.to_string();
+            (address.clone(), Box::new(Forwarder { address, directory }))
+        };
+        self.directory
+            .entries()
+            .map(|(address, _)| forwarder(address))
+            .collect()
+    }
+
+    /// Sends `envelope` to `address` from outside the server: to the actor
+    /// the server owns there, else into the uppercut system.
+    pub(crate) fn send(&self, address: &str, envelope: Envelope) {
+        if let Err(envelope) = self.directory.deliver_foreign(address, envelope) {
+            self.directory
+                .relay(Relayed::Send(address.to_string(), envelope));
+        }
+    }
+
+    /// Once no poller runs: stops the blocking threads and the timer, drops
+    /// what is queued, and calls every instance's `on_stop`.
+    pub(crate) fn stop(&self) {
+        for pool in &self.pools {
+            pool.stop();
+        }
+        if let Some(timer) = &self.timer {
+            timer.stop();
+        }
+        let context = RunContext::new(&self.directory, None, None, None);
+        for cell in &self.cells {
+            drop(cell.stop());
+            cell.with_free_actor(|actor| context.stop_actor(cell.address(), actor));
+        }
+    }
+}
+
+impl Drop for ActorHouse {
+    fn drop(&mut self) {
+        // A house that failed to start, or whose server never stopped it.
+        for pool in &self.pools {
+            pool.stop();
+        }
+        if let Some(timer) = &self.timer {
+            timer.stop();
+        }
+    }
+}
+
+/// Every actor route names an owned address, and no address is owned twice.
+fn check_routes(routes: &Routes) -> io::Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for spec in routes.spawns() {
+        if !seen.insert(spec.address.as_str()) {
+            return Err(refused(format!(
+                "actor address {:?} is spawned twice",
+                spec.address
+            )));
+        }
+    }
+    for route in routes.actor_routes() {
+        if let CallTarget::Address(address) = &route.target {
+            if !seen.contains(address.as_str()) {
+                return Err(no_actor(route, address));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn no_actor(route: &ActorRoute, address: &str) -> io::Error {
+    refused(format!(
+        "route {}: no actor at {address:?} (give one to Routes::spawn, \
+         Routes::spawn_per_poller or Routes::spawn_blocking)",
+        route.name
+    ))
+}
+
+fn refused(message: String) -> io::Error {
+    io::Error::new(ErrorKind::InvalidInput, message)
+}
+
+impl std::fmt::Debug for ActorHouse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActorHouse")
+            .field("directory", &self.directory)
+            .field("pools", &self.pools.len())
+            .finish_non_exhaustive()
+    }
+}

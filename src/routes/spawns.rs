@@ -1,0 +1,94 @@
+//! The actors a route table asks the server to own, and how each is to run:
+//! one instance that runs where its message is (`Routes::spawn`), one
+//! instance per poller (`Routes::spawn_per_poller`), or instances on threads
+//! of their own that may block (`Routes::spawn_blocking`). The table only
+//! declares them; the server builds them at start (`actors::house`).
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use uppercut::api::{Actor, AnyActor};
+
+/// Makes the instance for one poller or one thread, given its index.
+pub(crate) type Factory = Arc<dyn Fn(usize) -> Actor + Send + Sync>;
+
+/// How the server runs an actor it owns.
+#[derive(Clone)]
+pub(crate) enum SpawnKind {
+    /// One instance, which runs on whichever thread has a message for it
+    /// and finds it free. Taken once, by the first server started with the
+    /// table.
+    Shared(Arc<Mutex<Option<Actor>>>),
+    /// An instance per poller, each run only by its poller's connections.
+    PerPoller(Factory),
+    /// `threads` threads of its own, an instance each, that block while idle.
+    Blocking { threads: usize, factory: Factory },
+}
+
+/// An actor the server owns, at its address.
+#[derive(Clone)]
+pub(crate) struct ActorSpec {
+    pub(crate) address: String,
+    pub(crate) kind: SpawnKind,
+}
+
+impl fmt::Debug for ActorSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            SpawnKind::Shared(_) => "shared",
+            SpawnKind::PerPoller(_) => "per poller",
+            SpawnKind::Blocking { .. } => "blocking",
+        };
+        f.debug_struct("ActorSpec")
+            .field("address", &self.address)
+            .field("kind", &kind)
+            .finish()
+    }
+}
+
+impl ActorSpec {
+    /// One instance of `actor` at `address`.
+    pub(crate) fn shared(address: &str, actor: impl AnyActor + 'static) -> ActorSpec {
+        let actor: Actor = Box::new(actor);
+        ActorSpec {
+            address: address.to_string(),
+            kind: SpawnKind::Shared(Arc::new(Mutex::new(Some(actor)))),
+        }
+    }
+
+    /// An instance per poller, made by `factory`.
+    pub(crate) fn per_poller<A, F>(address: &str, factory: F) -> ActorSpec
+    where
+        A: AnyActor + 'static,
+        F: Fn(usize) -> A + Send + Sync + 'static,
+    {
+        ActorSpec {
+            address: address.to_string(),
+            kind: SpawnKind::PerPoller(boxed(factory)),
+        }
+    }
+
+    /// `threads` blocking threads (at least one), an instance each.
+    pub(crate) fn blocking<A, F>(address: &str, threads: usize, factory: F) -> ActorSpec
+    where
+        A: AnyActor + 'static,
+        F: Fn(usize) -> A + Send + Sync + 'static,
+    {
+        ActorSpec {
+            address: address.to_string(),
+            kind: SpawnKind::Blocking {
+                threads: threads.max(1),
+                factory: boxed(factory),
+            },
+        }
+    }
+}
+
+/// `factory`, making boxed actors.
+fn boxed<A, F>(factory: F) -> Factory
+where
+    A: AnyActor + 'static,
+    F: Fn(usize) -> A + Send + Sync + 'static,
+{
+    Arc::new(move |index| Box::new(factory(index)))
+}
