@@ -107,3 +107,12 @@ fn the_actor_route_example_counts_and_drains_on_sigterm() {
     }
     example.terminate_and_expect_success();
 }
+
+#[test]
+fn the_slow_example_answers_both_routes_and_drains_on_sigterm() {
+    let example = Example::start("slow");
+    let mut client = Client::connect(example.addr);
+    assert_response(&get(&mut client, "/slow"), &text("slow"));
+    assert_response(&get(&mut client, "/fast"), &text("fast"));
+    example.terminate_and_expect_success();
+}
