@@ -56,14 +56,23 @@ impl RequestStream {
         self.framer.closing = true;
     }
 
-    /// A request has begun, its body or its actor's answer is awaited, and
-    /// nothing has arrived behind it.
+    /// A request has begun and nothing has arrived behind it: part of its
+    /// head is kept, or its body or its actor's answer is awaited.
     pub(crate) fn is_in_flight_alone(&self) -> bool {
-        self.kept.is_empty()
-            && matches!(
-                self.framer.state,
-                State::Body { .. } | State::Chunked { .. } | State::AwaitingReply { .. }
-            )
+        match self.framer.state {
+            // Kept input that is not held back is an incomplete head: every
+            // whole request before it was served.
+            State::Head => !self.kept.is_empty() && !self.held_back,
+            State::Body { .. } | State::Chunked { .. } | State::AwaitingReply { .. } => {
+                self.kept.is_empty()
+            }
+            State::Closed => false,
+        }
+    }
+
+    /// Waiting for a request head (part of one may be kept).
+    pub(crate) fn is_awaiting_head(&self) -> bool {
+        self.framer.state == State::Head
     }
 
     /// Part of a request has arrived (head or body), not all of it.

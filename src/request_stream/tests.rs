@@ -162,3 +162,36 @@ fn an_actor_s_answer_after_a_drain_began_closes_the_stream() {
     assert_eq!(output.matches("HTTP/1.1").count(), 1, "{output:?}");
     assert!(stream.is_closed());
 }
+
+/// A head still arriving counts as a request in flight with nothing behind
+/// it (a drain then closes after its response); a head behind a whole
+/// request held back by the high-water mark does not.
+#[test]
+fn an_incomplete_head_is_a_request_in_flight_alone() {
+    let routes = Routes::standard();
+    let date = format_imf_fixdate(0);
+    let mut stream = RequestStream::default();
+    let mut out = BytesMut::new();
+    assert!(!stream.is_in_flight_alone(), "nothing arrived");
+    stream.feed(
+        b"GET /json HTTP/1.1\r\nHost: h\r\n",
+        &routes,
+        &date,
+        &mut out,
+    );
+    assert!(stream.is_in_flight_alone());
+    stream.feed(b"\r\n", &routes, &date, &mut out);
+    assert!(!stream.is_in_flight_alone(), "answered");
+
+    let mut held = RequestStream::default();
+    let mut full = BytesMut::new();
+    full.resize(crate::sans_io::OUTPUT_HIGH_WATER, b'x');
+    held.feed(
+        b"GET /json HTTP/1.1\r\nHost: h\r\n\r\nGET /",
+        &routes,
+        &date,
+        &mut full,
+    );
+    assert!(held.is_held_back());
+    assert!(!held.is_in_flight_alone(), "a whole request waits");
+}

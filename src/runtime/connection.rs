@@ -60,6 +60,9 @@ thread_local! {
 #[derive(Debug, PartialEq, Eq)]
 enum Flow {
     Open,
+    /// The last response is out, and it closes the connection: close,
+    /// after a lingering close if the client is still sending.
+    Finished,
     Close,
 }
 
@@ -81,6 +84,12 @@ pub(crate) struct Connection {
     hung_up: bool,
     /// What the poller has posted for this connection.
     mailbox: Arc<Mailbox>,
+    /// The last response is out and the write side shut: reading and
+    /// dropping what the client still sends, until it closes or `LINGER`.
+    lingering: bool,
+    /// Draining: a head that was still arriving has been judged (see
+    /// `wait_for_input`).
+    head_judged: bool,
 }
 
 impl Connection {
@@ -107,6 +116,8 @@ impl Connection {
             call: None,
             hung_up: false,
             mailbox: Arc::default(),
+            lingering: false,
+            head_judged: false,
         }
     }
 
@@ -236,6 +247,7 @@ impl Connection {
                 Ok(Flow::Close)
             }
             Some(Expiry::Reply) => self.complete_call(CallEnd::TimedOut, scratch, sender),
+            Some(Expiry::Linger) => Ok(Flow::Close),
         }
     }
 
@@ -246,9 +258,12 @@ impl Connection {
     fn handle(&mut self, posted: u8, sender: &dyn AnySender) -> io::Result<Flow> {
         self.hung_up |= posted & HANGUP != 0;
         self.wrote = false;
-        self.note_phase();
         SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
+            if self.lingering {
+                return Ok(self.linger(posted, scratch));
+            }
+            self.note_phase();
             // The scratch is shared by every connection on this thread: never
             // trust what a previous user (or a panic) left in it.
             scratch.output.clear();
@@ -270,22 +285,51 @@ impl Connection {
                 }
                 flow = self.expire(scratch, sender);
             }
-            if matches!(flow, Ok(Flow::Open)) {
-                self.note_activity();
-            } else {
-                self.discard_unread(scratch);
+            match flow {
+                Ok(Flow::Open) => self.note_activity(),
+                Ok(Flow::Finished) if self.begin_lingering(scratch) => {
+                    self.note_activity();
+                    flow = Ok(Flow::Open);
+                }
+                _ => {
+                    self.discard_unread(scratch);
+                    flow = flow.map(|_| Flow::Close);
+                }
             }
             flow
         })
     }
 
-    /// Once the server drains, a request that was still arriving, or
-    /// waiting for its actor, with nothing sent behind it, gets the last
-    /// response. (A connection between requests closes at once, and one
-    /// with requests pipelined is answered to the end of them: see
-    /// `wait_for_input`.)
+    /// Once the server drains, a request whose body or actor's answer is
+    /// awaited, with nothing sent behind it, gets the last response, with
+    /// `Connection: close`. Checked on every wake and before every read: a
+    /// wake may have begun before the drain. A request whose head is still
+    /// arriving is judged where the connection has read all there is
+    /// (`wait_for_input`). A connection between requests closes at once,
+    /// and one with requests pipelined is answered to the end of them.
     pub(super) fn note_phase(&mut self) {
-        if self.shared.server.phase() != Phase::Running && self.stream.is_in_flight_alone() {
+        if self.shared.server.phase() == Phase::Running {
+            return;
+        }
+        if !self.stream.is_awaiting_head() {
+            if self.stream.is_in_flight_alone() {
+                self.stream.close_after_response();
+            }
+            return;
+        }
+        // A head already partly read when the drain is first seen is judged
+        // at once: the rest may come in the next read.
+        if !self.head_judged && self.stream.is_mid_request() {
+            self.judge_head();
+        }
+    }
+
+    /// Draining, once: a head still arriving, with no output owed, is a
+    /// request in flight alone, whose response closes. Judged once: later,
+    /// a pipeline caught between two reads would look the same.
+    pub(super) fn judge_head(&mut self) {
+        self.head_judged = true;
+        if self.stream.is_in_flight_alone() && self.output.is_empty() {
             self.stream.close_after_response();
         }
     }
@@ -298,6 +342,7 @@ impl Connection {
             backed_up: !self.output.is_empty(),
             wrote: self.wrote,
             awaiting: self.call.map(|call| call.timeout),
+            lingering: self.lingering,
         };
         let now = self.shared.clock.now_ms();
         self.timer.update(now, activity, &self.shared.timeouts);
@@ -367,7 +412,7 @@ impl AnyActor for Connection {
         };
         match self.handle(posted, &*sender) {
             Ok(Flow::Open) => self.handled(1),
-            Ok(Flow::Close) => self.close(sender),
+            Ok(Flow::Finished | Flow::Close) => self.close(sender),
             Err(e) => {
                 debug!("connection {:?}: {e}", self.token);
                 self.close(sender);

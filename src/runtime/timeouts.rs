@@ -54,7 +54,13 @@ pub(crate) enum Expiry {
     Write,
     /// An actor route's answer did not come in time: answer 504.
     Reply,
+    /// A lingering close ran its time: close.
+    Linger,
 }
+
+/// How long a connection closing after its last response keeps reading and
+/// dropping what the client still sends, as nginx's `lingering_timeout`.
+pub(crate) const LINGER: Duration = Duration::from_secs(5);
 
 /// What a connection reports after each round of work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +75,9 @@ pub(crate) struct Activity {
     pub wrote: bool,
     /// The last request waits for an actor's answer, at most this long.
     pub awaiting: Option<Duration>,
+    /// The last response is out and the write side shut: only reading and
+    /// dropping what the client still sends.
+    pub lingering: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +86,7 @@ enum Stage {
     Idle,
     Writing,
     Reply { limit: Duration },
+    Linger,
 }
 
 /// One connection's stage, since when, and its published deadline.
@@ -109,7 +119,9 @@ impl ConnectionTimer {
     /// when the stage changes, when a request completes (a client that keeps
     /// pipelining is making progress) and when backed-up output moves.
     pub(crate) fn update(&mut self, now_ms: u64, activity: Activity, timeouts: &Timeouts) {
-        let stage = if activity.backed_up {
+        let stage = if activity.lingering {
+            Stage::Linger
+        } else if activity.backed_up {
             Stage::Writing
         } else if let Some(limit) = activity.awaiting {
             Stage::Reply { limit }
@@ -121,7 +133,7 @@ impl ConnectionTimer {
         let progressed = match stage {
             Stage::Writing => activity.wrote,
             Stage::Request | Stage::Reply { .. } => activity.responses != self.responses,
-            Stage::Idle => false,
+            Stage::Idle | Stage::Linger => false,
         };
         if stage != self.stage || progressed {
             self.stage = stage;
@@ -141,6 +153,7 @@ impl ConnectionTimer {
             Stage::Idle => Expiry::Idle,
             Stage::Writing => Expiry::Write,
             Stage::Reply { .. } => Expiry::Reply,
+            Stage::Linger => Expiry::Linger,
         })
     }
 
@@ -150,6 +163,7 @@ impl ConnectionTimer {
             Stage::Idle => timeouts.keepalive,
             Stage::Writing => timeouts.write,
             Stage::Reply { limit } => limit,
+            Stage::Linger => LINGER,
         };
         let deadline = self.since_ms.saturating_add(limit.as_millis() as u64);
         self.deadline_ms.store(deadline, Ordering::Relaxed);
@@ -179,6 +193,7 @@ mod tests {
             backed_up,
             wrote,
             awaiting: None,
+            lingering: false,
         }
     }
 
@@ -223,5 +238,19 @@ mod tests {
         timer.update(10, awaiting, &TIMEOUTS);
         assert_eq!(timer.expired(2009), None, "not the header timeout");
         assert_eq!(timer.expired(2010), Some(Expiry::Reply));
+    }
+
+    #[test]
+    fn lingering_has_its_own_limit_and_no_progress_restarts_it() {
+        let mut timer = ConnectionTimer::new(0, &TIMEOUTS);
+        let lingering = Activity {
+            lingering: true,
+            ..activity(true, 1, true, true)
+        };
+        timer.update(10, lingering, &TIMEOUTS);
+        timer.update(2000, lingering, &TIMEOUTS);
+        let limit = LINGER.as_millis() as u64;
+        assert_eq!(timer.expired(9 + limit), None);
+        assert_eq!(timer.expired(10 + limit), Some(Expiry::Linger));
     }
 }

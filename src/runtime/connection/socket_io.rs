@@ -2,6 +2,7 @@
 //! readiness it asks its poller for. The actor around it is `connection`.
 
 use std::io::{self, ErrorKind, Read};
+use std::net::Shutdown;
 
 use bytes::{Buf, BytesMut};
 use mio::Interest;
@@ -11,6 +12,7 @@ use super::{Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
 use crate::config::Dispatch;
 use crate::net::socket::write_until_blocked;
 use crate::runtime::lifecycle::Phase;
+use crate::runtime::wakeup::EXPIRE;
 
 impl Connection {
     /// Runs the connection until its input is used up or the exchange ends.
@@ -39,7 +41,7 @@ impl Connection {
                 return Ok(Flow::Open);
             }
             if self.stream.is_closed() {
-                return Ok(Flow::Close);
+                return Ok(Flow::Finished);
             }
             // Nothing more is read until the actor has answered.
             if self.stream.is_awaiting_call() {
@@ -82,10 +84,17 @@ impl Connection {
 
     /// Everything read so far is served: wait for the next readiness edge.
     pub(super) fn wait_for_input(&mut self) -> io::Result<Flow> {
-        // Shutting down: a connection between requests is done. Every request
-        // it sent before this point was served.
-        if self.shared.server.phase() == Phase::Draining && !self.stream.is_mid_request() {
-            return Ok(Flow::Close);
+        if self.shared.server.phase() == Phase::Draining {
+            // Shutting down: a connection between requests is done. Every
+            // request it sent before this point was served.
+            if !self.stream.is_mid_request() {
+                return Ok(Flow::Close);
+            }
+            // The first time all there is has been read, a head still
+            // arriving is judged (see `note_phase`).
+            if !self.head_judged && self.stream.is_awaiting_head() {
+                self.judge_head();
+            }
         }
         self.set_writable_interest(false)?;
         Ok(Flow::Open)
@@ -134,18 +143,73 @@ impl Connection {
 
     /// Reads and drops what the client already sent, so that closing the
     /// socket sends a FIN after our last response rather than a reset.
-    pub(super) fn discard_unread(&mut self, scratch: &mut Scratch) {
+    pub(super) fn discard_unread(&mut self, scratch: &mut Scratch) -> Unread {
         let mut discarded = 0;
         while discarded < MAX_DISCARD_ON_CLOSE {
             match self.socket.read(&mut scratch.input) {
-                Ok(0) => break,
+                Ok(0) => return Unread::Ended,
                 Ok(len) => {
                     self.count(|m| &m.bytes_received, len);
                     discarded += len;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => break,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => return Unread::Ended,
             }
         }
+        match discarded {
+            0 => Unread::Quiet,
+            _ => Unread::Sending,
+        }
     }
+
+    /// The last response is out: if the client is still sending (a body
+    /// the server refused, requests pipelined past a drain), shut the write
+    /// side, so the client reads the response and an end, and keep reading
+    /// and dropping what comes for `LINGER`, as nginx's lingering close:
+    /// closing with unread input would reset the connection, and a reset
+    /// can destroy the response before the client reads it. True when the
+    /// connection lingers; false to close now.
+    pub(super) fn begin_lingering(&mut self, scratch: &mut Scratch) -> bool {
+        if self.hung_up || self.shared.server.phase() == Phase::Stopping {
+            self.discard_unread(scratch);
+            return false;
+        }
+        if self.discard_unread(scratch) != Unread::Sending {
+            return false;
+        }
+        if self.socket.shutdown(Shutdown::Write).is_err() {
+            return false;
+        }
+        self.lingering = true;
+        true
+    }
+
+    /// Lingering: drops what arrived; closes at the client's end, an error,
+    /// or once `LINGER` has passed.
+    pub(super) fn linger(&mut self, posted: u8, scratch: &mut Scratch) -> Flow {
+        if posted & EXPIRE != 0 && self.timer.expired(self.shared.clock.now_ms()).is_some() {
+            return Flow::Close;
+        }
+        if self.shared.server.phase() == Phase::Stopping {
+            return Flow::Close;
+        }
+        match self.discard_unread(scratch) {
+            Unread::Ended => Flow::Close,
+            // Up to the cap per wake, so a fast sender cannot hold the
+            // poller: what comes next raises a new edge.
+            Unread::Quiet | Unread::Sending => Flow::Open,
+        }
+    }
+}
+
+/// What reading and dropping the client's input found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unread {
+    /// The client ended (or the socket failed): nothing more will come.
+    Ended,
+    /// Nothing was waiting.
+    Quiet,
+    /// Input was waiting: the client may still be sending.
+    Sending,
 }
