@@ -142,7 +142,7 @@ impl Framer {
                     held_back = true;
                     break;
                 }
-                State::Head => match parse_head(rest) {
+                State::Head => match parse_head(rest, routes.max_body) {
                     ParsedHead::Partial => break,
                     ParsedHead::Rejected { status, head_only } => {
                         if let Some(log) = &mut self.log {
@@ -239,7 +239,7 @@ impl Framer {
             BodyFraming::Chunked => {
                 self.collect_head(answer, raw_head);
                 self.state = State::Chunked {
-                    decoder: ChunkedDecoder::default(),
+                    decoder: ChunkedDecoder::new(routes.max_body),
                     answer,
                 }
             }
@@ -267,7 +267,7 @@ impl Framer {
             return self.respond(answer, routes, date, out);
         }
         let collected = std::mem::take(&mut self.collected);
-        match parse_head(&collected) {
+        match parse_head(&collected, routes.max_body) {
             ParsedHead::Complete(head, head_len) => {
                 let (raw_head, body) = collected.split_at(head_len);
                 self.respond_to(answer, &head, raw_head, body, routes, date, out);

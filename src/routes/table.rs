@@ -14,7 +14,7 @@ use std::time::Duration;
 use uppercut::api::{Actor, AnyActor};
 
 use crate::http::method::Method;
-use crate::http::request::{RequestHead, MAX_HEAD_LEN};
+use crate::http::request::{RequestHead, MAX_BODY_LEN, MAX_HEAD_LEN};
 use crate::http::response::CannedResponse;
 use crate::http::status::not_allowed;
 use crate::http::status::ErrorStatus;
@@ -100,6 +100,8 @@ pub struct Routes {
     pub(crate) static_site: Option<Arc<StaticSite>>,
     #[cfg(feature = "fault-injection")]
     panic_path: Option<Box<[u8]>>,
+    /// The most bytes a request body may carry (`Config::max_body`).
+    pub(crate) max_body: u64,
 }
 
 impl Default for Routes {
@@ -124,6 +126,7 @@ impl Routes {
             static_site: None,
             #[cfg(feature = "fault-injection")]
             panic_path: None,
+            max_body: MAX_BODY_LEN,
         }
     }
 
@@ -218,6 +221,12 @@ impl Routes {
         });
         let target = Target::Actor(self.actors.len() - 1);
         self.insert(path, &[Method::Get], target);
+        self
+    }
+
+    /// Refuses request bodies over `max_body` bytes with 413.
+    pub(crate) fn with_max_body(mut self, max_body: u64) -> Routes {
+        self.max_body = max_body;
         self
     }
 

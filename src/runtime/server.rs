@@ -87,7 +87,7 @@ impl Server {
             Some(upstream) => routes.with_upstream(UPSTREAM_PATH, upstream.timeout),
             None => routes,
         };
-        let routes = Arc::new(routes);
+        let routes = Arc::new(routes.with_max_body(config.max_body));
         let access_log = config
             .access_log
             .as_ref()
