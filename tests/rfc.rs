@@ -140,6 +140,28 @@ fn refuses_targets_in_a_form_the_method_may_not_use(dispatch: Dispatch) {
     }
 }
 
+/// A fragment, a backslash or a raw byte over 0x7F (valid UTF-8 or not)
+/// has no place in a request target: 400, and the connection closes, in
+/// every form and after a later minor version too.
+fn refuses_fragments_backslashes_and_raw_non_ascii(dispatch: Dispatch) {
+    let requests: [&[u8]; 10] = [
+        b"GET /#frag HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /json#x HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /json?q=1#x HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET http://t/json#x HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /json\\ HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /?a\\b HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /caf\xe9 HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /caf\xc3\xa9 HTTP/1.2\r\nHost: t\r\n\r\n",
+        b"HEAD /#x HTTP/1.1\r\nHost: t\r\n\r\n",
+    ];
+    for request in requests {
+        let head_only = request.starts_with(b"HEAD ");
+        answered_then_closed(dispatch, request, &bad_request(head_only));
+    }
+}
+
 /// Neither method is implemented for any target: 405, as for `OPTIONS /`.
 fn answers_options_asterisk_and_connect_with_405(dispatch: Dispatch) {
     let allowed = method_not_allowed(false);
@@ -278,6 +300,7 @@ in_both_modes!(
     refuses_bad_absolute_forms,
     refuses_any_transfer_encoding_with_content_length,
     refuses_targets_in_a_form_the_method_may_not_use,
+    refuses_fragments_backslashes_and_raw_non_ascii,
     answers_options_asterisk_and_connect_with_405,
     refuses_malformed_chunk_size_lines_at_once,
     accepts_chunk_extensions_by_the_grammar,
