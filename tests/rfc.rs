@@ -178,6 +178,38 @@ fn answers_options_asterisk_and_connect_with_405(dispatch: Dispatch) {
     );
 }
 
+/// A method that is a valid token but that this server implements nowhere
+/// gets 501 on any path, existing or not, and the connection closes (its
+/// body, if any, is not read). Methods are case-sensitive: `get` is one.
+fn answers_unknown_methods_with_501(dispatch: Dispatch) {
+    let not_implemented = error(501, "Not Implemented", "", true, false);
+    let requests: [&[u8]; 5] = [
+        b"PAUSE / HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"G|T /json HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"PAUSE /nope HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"get / HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"PROPFIND / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+    ];
+    for request in requests {
+        answered_then_closed(dispatch, request, &not_implemented);
+    }
+}
+
+/// Known methods a route does not take keep their 405, which lists what
+/// the path takes, and the connection stays.
+fn answers_known_methods_a_route_lacks_with_405(dispatch: Dispatch) {
+    let allowed = method_not_allowed(false);
+    answered_in_turn(
+        dispatch,
+        &[
+            ("TRACE / HTTP/1.1\r\nHost: t\r\n\r\n", &allowed),
+            ("DELETE /json HTTP/1.1\r\nHost: t\r\n\r\n", &allowed),
+            ("PATCH /json HTTP/1.1\r\nHost: t\r\n\r\n", &allowed),
+            ("GET / HTTP/1.1\r\nHost: t\r\n\r\n", HELLO),
+        ],
+    );
+}
+
 fn refuses_malformed_chunk_size_lines_at_once(dispatch: Dispatch) {
     let bodies: [&[u8]; 6] = [
         b"5;\nhello\n0\n\n",
@@ -302,6 +334,8 @@ in_both_modes!(
     refuses_targets_in_a_form_the_method_may_not_use,
     refuses_fragments_backslashes_and_raw_non_ascii,
     answers_options_asterisk_and_connect_with_405,
+    answers_unknown_methods_with_501,
+    answers_known_methods_a_route_lacks_with_405,
     refuses_malformed_chunk_size_lines_at_once,
     accepts_chunk_extensions_by_the_grammar,
     expect_continue_only_for_a_route_that_takes_the_body,

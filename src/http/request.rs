@@ -129,6 +129,11 @@ fn complete<'b>(
         };
     };
     match read_headers(headers, line.http10, max_body) {
+        // Well formed, but a method implemented nowhere here (RFC 9110
+        // §9.1): 501 whatever the path. Its body, if any, is not read.
+        Ok(_) if !Method::is_known(line.method) => {
+            ParsedHead::rejected(ErrorStatus::NotImplemented)
+        }
         Ok(fields) => ParsedHead::Complete(
             RequestHead {
                 method,
@@ -254,11 +259,38 @@ mod tests {
             head("TRACE / HTTP/1.1\r\nHost: a\r\n\r\n").method,
             Method::Other
         );
+    }
+
+    #[test]
+    fn refuses_methods_it_does_not_know_with_501() {
+        for raw in [
+            "PAUSE / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "G|T / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "get / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "PROPFIND /x HTTP/1.2\r\nHost: a\r\nContent-Length: 3\r\n\r\n",
+        ] {
+            assert_eq!(
+                rejected(raw.as_bytes()),
+                ErrorStatus::NotImplemented,
+                "{raw:?}"
+            );
+        }
+        // A malformed head is a 400 first, whatever its method.
         assert_eq!(
-            head("get / HTTP/1.1\r\nHost: a\r\n\r\n").method,
-            Method::Other,
-            "methods are case-sensitive"
+            rejected(b"PAUSE / HTTP/1.1\r\n\r\n"),
+            ErrorStatus::BadRequest
         );
+        assert_eq!(
+            rejected(b"PAUSE * HTTP/1.1\r\nHost: a\r\n\r\n"),
+            ErrorStatus::BadRequest
+        );
+        for known in ["CONNECT a:1", "TRACE /", "OPTIONS *", "PATCH /"] {
+            let raw = format!("{known} HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert!(matches!(
+                parse_head(raw.as_bytes(), MAX_BODY_LEN),
+                ParsedHead::Complete(..)
+            ));
+        }
     }
 
     #[test]
