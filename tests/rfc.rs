@@ -63,8 +63,24 @@ fn refuses_invalid_host_values(dispatch: Dispatch) {
     }
 }
 
+/// An `http` URI may not have an empty host (RFC 9110 §4.2.1), so neither
+/// may the Host that stands for it, on HTTP/1.0 or 1.1, with an
+/// absolute-form target too, or with a port alone.
+fn refuses_an_empty_host(dispatch: Dispatch) {
+    let requests: [&[u8]; 5] = [
+        b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost:  \r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: :9000\r\n\r\n",
+        b"GET / HTTP/1.0\r\nHost:\r\n\r\n",
+        b"GET http://t/ HTTP/1.1\r\nHost:\r\n\r\n",
+    ];
+    for request in requests {
+        answered_then_closed(dispatch, request, &bad_request(false));
+    }
+}
+
 fn accepts_valid_host_values(dispatch: Dispatch) {
-    let hosts = ["", "[::1]:9000", "127.0.0.1:", "xn--bcher-kva.example:80"];
+    let hosts = ["[::1]:9000", "127.0.0.1:", "xn--bcher-kva.example:80"];
     let requests: Vec<String> = hosts
         .iter()
         .map(|host| format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n"))
@@ -327,6 +343,7 @@ fn answers_if_none_match_star_with_304(dispatch: Dispatch) {
 
 in_both_modes!(
     refuses_invalid_host_values,
+    refuses_an_empty_host,
     accepts_valid_host_values,
     routes_absolute_form_by_its_path,
     refuses_bad_absolute_forms,

@@ -315,7 +315,12 @@ mod tests {
             )
         );
         assert_eq!(head("GET / HTTP/1.0\r\n\r\n").host, None);
-        assert_eq!(head("GET / HTTP/1.1\r\nHost:\r\n\r\n").host, Some(&b""[..]));
+        for empty in [
+            "GET / HTTP/1.1\r\nHost:\r\n\r\n",
+            "GET / HTTP/1.0\r\nHost: \r\n\r\n",
+        ] {
+            assert_eq!(rejected(empty.as_bytes()), ErrorStatus::BadRequest);
+        }
         assert_eq!(
             head("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n").form,
             TargetForm::Asterisk
