@@ -178,6 +178,40 @@ fn refuses_fragments_backslashes_and_raw_non_ascii(dispatch: Dispatch) {
     }
 }
 
+/// Every route is looked up without dot segments (RFC 3986 §5.2.4, encoded
+/// or not), as nginx normalizes a path before any location matches it; a
+/// path that would climb above the root is malformed: 400, and the
+/// connection closes.
+fn resolves_dot_segments_before_routing(dispatch: Dispatch) {
+    let not_found = error(404, "Not Found", "", false, false);
+    answered_in_turn(
+        dispatch,
+        &[
+            ("GET /nope/../json HTTP/1.1\r\nHost: t\r\n\r\n", JSON),
+            ("GET /./json HTTP/1.1\r\nHost: t\r\n\r\n", JSON),
+            ("GET /v1/%2E%2e/json?x HTTP/1.1\r\nHost: t\r\n\r\n", JSON),
+            (
+                "GET http://t/a/b/../../json HTTP/1.1\r\nHost: t\r\n\r\n",
+                JSON,
+            ),
+            ("HEAD /json/.. HTTP/1.1\r\nHost: t\r\n\r\n", HELLO_HEAD),
+            // Not a dot segment, and `/json/` is no route.
+            ("GET /.json HTTP/1.1\r\nHost: t\r\n\r\n", &not_found),
+            ("GET /json/. HTTP/1.1\r\nHost: t\r\n\r\n", &not_found),
+        ],
+    );
+    let requests: [&[u8]; 5] = [
+        b"GET /.. HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /../json HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /json/../../json HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /%2e%2e/json HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET http://t/../json HTTP/1.1\r\nHost: t\r\n\r\n",
+    ];
+    for request in requests {
+        answered_then_closed(dispatch, request, &bad_request(false));
+    }
+}
+
 /// Neither method is implemented for any target: 405, as for `OPTIONS /`.
 fn answers_options_asterisk_and_connect_with_405(dispatch: Dispatch) {
     let allowed = method_not_allowed(false);
@@ -350,6 +384,7 @@ in_both_modes!(
     refuses_any_transfer_encoding_with_content_length,
     refuses_targets_in_a_form_the_method_may_not_use,
     refuses_fragments_backslashes_and_raw_non_ascii,
+    resolves_dot_segments_before_routing,
     answers_options_asterisk_and_connect_with_405,
     answers_unknown_methods_with_501,
     answers_known_methods_a_route_lacks_with_405,

@@ -5,7 +5,8 @@
 //!
 //! Files are only ever served from the route table built from this load,
 //! never opened per request, so no request path can reach outside the
-//! directory: a path is a key of the table or a 404. While loading, each
+//! directory: a path (normalized, `percent`) is a key of the table or a
+//! 404, and one whose `..` climbs above the root is a 400. While loading, each
 //! file is resolved with `canonicalize`, and one whose real path lies outside
 //! the directory (a symlink pointing out) is left out. Symlinked directories
 //! are not walked, so a link to an ancestor cannot make the walk loop.

@@ -17,7 +17,7 @@ use crate::routes::conditional::{
     if_range_matches, not_modified_since, parse_range, scan_headers, target_query, RangeRequest,
 };
 use crate::routes::etag::{if_none_match, strong_etag};
-use crate::routes::percent::normalize_path;
+use crate::routes::percent::{needs_normalizing, normalize_path, AboveRoot};
 use crate::routes::static_files::{LoadedDir, LoadedFile};
 use crate::routes::static_response::{PartialResponse, RedirectResponse};
 
@@ -108,17 +108,20 @@ impl StaticTable {
 
     /// The answer to `head` (whose raw bytes are `raw_head`), or `None` when
     /// its path names no file or directory here. The path is looked up
-    /// percent-decoded with runs of `/` merged.
+    /// percent-decoded with runs of `/` merged and dot segments removed; one
+    /// that climbs above the root is a 400.
     pub(crate) fn answer(
         &self,
         head: &RequestHead,
         raw_head: &[u8],
     ) -> Option<Result<StaticReply, ErrorStatus>> {
-        let target = if head.path.contains(&b'%') || head.path.windows(2).any(|w| w == b"//") {
+        let target = if needs_normalizing(head.path, true) {
             // A path fits in the request head, so it fits here decoded.
             let mut buf = [0u8; MAX_HEAD_LEN];
-            let path = normalize_path(head.path, &mut buf)?;
-            *self.by_path.get(path)?
+            match normalize_path(head.path, &mut buf) {
+                Ok(path) => *self.by_path.get(path?)?,
+                Err(AboveRoot) => return Some(Err(ErrorStatus::BadRequest)),
+            }
         } else {
             *self.by_path.get(head.path)?
         };
