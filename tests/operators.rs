@@ -10,6 +10,8 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use common::{text, Client};
 
@@ -175,6 +177,64 @@ fn writes_one_line_per_request(dispatch: &str) {
         "{log}"
     );
     fs::remove_file(&path).unwrap();
+}
+
+/// Polls `done` until it holds; the server's work shows in files only.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "waited 20 s for {what}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// logrotate's convention: the file is moved away, SIGUSR1 makes the server
+/// open the path afresh, and from the moment the new file exists every
+/// line goes to it; the moved file keeps what was written before.
+fn sigusr1_reopens_the_access_log(dispatch: &str) {
+    let path = scratch_path(&format!("access-log-reopen-{dispatch}"));
+    let rotated = path.with_extension("1");
+    let _ = fs::remove_file(&rotated);
+    let mut server = Process::start(&[
+        "--dispatch",
+        dispatch,
+        "--access-log",
+        path.to_str().unwrap(),
+    ]);
+    let mut client = Client::connect(server.addr);
+    client.send(b"GET /json HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.response(false);
+    let read = |path: &PathBuf| fs::read_to_string(path).unwrap_or_default();
+    wait_for("the first line", || read(&path).ends_with('\n'));
+
+    fs::rename(&path, &rotated).unwrap();
+    // SAFETY: sends a signal to our own child process.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGUSR1) };
+    wait_for("the reopened file", || path.exists());
+    client.send(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.response(false);
+    assert_eq!(server.terminate(), Some(0));
+
+    assert_eq!(
+        without_dates(&read(&rotated)),
+        "127.0.0.1 - - [DATE] \"GET /json HTTP/1.1\" 200 27 \"-\" \"-\"\n"
+    );
+    assert_eq!(
+        without_dates(&read(&path)),
+        "127.0.0.1 - - [DATE] \"GET /plaintext HTTP/1.1\" 200 13 \"-\" \"-\"\n"
+    );
+    fs::remove_file(&path).unwrap();
+    fs::remove_file(&rotated).unwrap();
+}
+
+#[test]
+fn sigusr1_reopens_the_access_log_local() {
+    sigusr1_reopens_the_access_log("local");
+}
+
+#[test]
+fn sigusr1_reopens_the_access_log_system() {
+    sigusr1_reopens_the_access_log("system");
 }
 
 #[test]
