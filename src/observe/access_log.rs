@@ -279,20 +279,27 @@ thread_local! {
 }
 
 /// Appends a line to this thread's ring for `log`, creating and registering
-/// the ring on the thread's first line.
+/// the ring on the thread's first line. A thread that is exiting (a
+/// connection dropped with its thread's locals) has no ring any more: its
+/// line goes to a ring of its own.
 pub(crate) fn record(log: &LogShared, parts: &[&[u8]]) {
-    let waiting = RING.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        if slot.as_ref().is_none_or(|(id, _)| *id != log.id) {
-            let ring = Arc::new(Ring::new());
-            log.rings
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(Arc::clone(&ring));
-            *slot = Some((log.id, ring));
-        }
-        slot.as_ref().and_then(|(_, ring)| ring.push(parts))
-    });
+    let new_ring = || {
+        let ring = Arc::new(Ring::new());
+        log.rings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&ring));
+        ring
+    };
+    let waiting = RING
+        .try_with(|slot| {
+            let mut slot = slot.borrow_mut();
+            if slot.as_ref().is_none_or(|(id, _)| *id != log.id) {
+                *slot = Some((log.id, new_ring()));
+            }
+            slot.as_ref().and_then(|(_, ring)| ring.push(parts))
+        })
+        .unwrap_or_else(|_| new_ring().push(parts));
     if waiting.is_some_and(|bytes| bytes >= FLUSH_SIZE) && !log.woken.swap(true, Ordering::Relaxed)
     {
         log.flusher.unpark();

@@ -229,6 +229,9 @@ impl Framer {
                 return self.respond(answer, routes, date, out);
             }
             out.extend_from_slice(CONTINUE);
+            if let Some(log) = &mut self.log {
+                log.interim(CONTINUE.len());
+            }
         }
         match head.body {
             BodyFraming::Empty => self.respond_to(answer, head, raw_head, b"", routes, date, out),
@@ -363,7 +366,7 @@ impl Framer {
     pub(super) fn written(&mut self, response: &[u8], date: &[u8; DATE_LEN]) {
         if let Some(log) = &mut self.log {
             let (status, body_len) = status_and_body_len(response);
-            log.response(status, body_len, date);
+            log.response(status, response.len(), body_len, date);
         }
         if let Some(metrics) = &self.metrics {
             metrics.response(response);
