@@ -11,6 +11,7 @@ pub(crate) mod percent;
 pub(crate) mod request;
 pub(crate) mod responses;
 pub(crate) mod static_files;
+pub(crate) mod static_gzip;
 pub(crate) mod static_response;
 pub(crate) mod static_site;
 pub(crate) mod static_table;
