@@ -11,7 +11,7 @@ use crate::config::{Config, Dispatch, UpstreamConfig};
 pub const USAGE: &str = "\
 usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch local|system]
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
-                           [--max-connections N] [--shutdown-timeout T]
+                           [--max-connections N] [--max-body SIZE] [--shutdown-timeout T]
                            [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]
                                              [--static-dotfiles]]
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
@@ -35,6 +35,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                             up is closed (default 30s)
   --max-connections N       past N open connections, new ones are closed at once
                             (default 100000)
+  --max-body SIZE           a request body over SIZE gets 413 (default 1M)
   --shutdown-timeout T      on SIGINT or SIGTERM, finish in-flight requests for at
                             most T, then exit (default 10s; 0 closes them at once)
   --static-dir DIR          also serve every file under DIR, loaded at start and
@@ -44,7 +45,6 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                             (default 16M)
   --static-max-total SIZE   refuse to start if the files under DIR add up to more
                             (default 256M)
-                            SIZE: bytes, or with a K, M or G suffix (KiB, MiB, GiB)
   --static-dotfiles         also serve dotfiles (/.env, /.git/config): by default
                             any path with a component starting with . is 404
   --upstream URL            serve GET /io with the JSON that GET URL returns
@@ -62,7 +62,8 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
   --help                    print this help
 
 Durations T are 0, or a number and a unit: 500ms, 1.5s, 2m, 1h. Only
---shutdown-timeout takes 0.
+--shutdown-timeout takes 0. Sizes SIZE are bytes, or with a K, M or G suffix
+(KiB, MiB, GiB).
 
 Logging goes through env_logger: RUST_LOG=info or RUST_LOG=debug for more.";
 
@@ -149,6 +150,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
             "--bind" => config.bind = socket_addr(&flag, &value()?)?,
             "--pollers" => config.pollers = positive(&flag, &value()?)?,
             "--max-connections" => config.max_connections = positive(&flag, &value()?)?,
+            "--max-body" => config.max_body = parse_size(&flag, &value()?)?,
             "--header-timeout" => config.timeouts.header = timeout(&flag, &value()?)?,
             "--keepalive-timeout" => config.timeouts.keepalive = timeout(&flag, &value()?)?,
             "--write-timeout" => config.timeouts.write = timeout(&flag, &value()?)?,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
 
+use crate::http::framing::MAX_BODY_LEN;
 use crate::routes::static_files::StaticLimits;
 
 /// How a poller's readiness events reach connection actors.
@@ -151,6 +152,10 @@ pub struct Config {
     /// Where `GET /metrics` is served, on a listener of its own; without
     /// it, nothing is counted.
     pub metrics: Option<SocketAddr>,
+    /// The most bytes a request body may carry, by `Content-Length` or in
+    /// chunks; a larger one gets 413. Handler and actor routes see bodies
+    /// up to this size, held in memory.
+    pub max_body: u64,
 }
 
 impl Default for Config {
@@ -169,6 +174,7 @@ impl Default for Config {
             static_dotfiles: false,
             pin: false,
             metrics: None,
+            max_body: MAX_BODY_LEN,
         }
     }
 }

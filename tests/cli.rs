@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use uppercut_mio_server::cli::{parse_args, parse_duration, start_line, version_line, Command};
+use uppercut_mio_server::cli::{
+    parse_args, parse_duration, start_line, version_line, Command, USAGE,
+};
 use uppercut_mio_server::config::{Timeouts, UpstreamConfig};
 use uppercut_mio_server::AccessLogTarget;
 use uppercut_mio_server::{Config, Dispatch, StaticLimits};
@@ -190,6 +192,34 @@ fn reads_sizes_with_binary_units() {
             ))
         );
     }
+}
+
+#[test]
+fn reads_the_body_limit_as_a_size() {
+    assert_eq!(config(&[]).max_body, 1 << 20);
+    for (value, bytes) in [("0", 0), ("16", 16), ("64K", 64 << 10), ("2MiB", 2 << 20)] {
+        assert_eq!(config(&["--max-body", value]).max_body, bytes, "{value}");
+    }
+    assert_eq!(config(&["--max-body=1g"]).max_body, 1 << 30);
+    for value in ["", "1.5M", "-1", "16MB", "99999999999G"] {
+        assert_eq!(
+            parse(&[&format!("--max-body={value}")]),
+            Err(format!(
+                "--max-body: not a size (bytes, K, M or G): {value}"
+            ))
+        );
+    }
+    assert_eq!(
+        parse(&["--max-body"]),
+        Err("--max-body needs a value".into())
+    );
+    let help = USAGE
+        .lines()
+        .find(|line| line.contains("--max-body SIZE  "));
+    assert_eq!(
+        help,
+        Some("  --max-body SIZE           a request body over SIZE gets 413 (default 1M)")
+    );
 }
 
 #[test]

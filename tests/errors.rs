@@ -3,8 +3,10 @@
 
 mod common;
 
-use common::{assert_response, error_response, start, Client};
-use uppercut_mio_server::Dispatch;
+use std::fmt::Write;
+
+use common::{assert_response, config, error_response, start, start_with, Client};
+use uppercut_mio_server::{Config, Dispatch, Method, Routes, Server};
 
 /// Sends `request`, expects the error, then checks the connection's fate:
 /// closed, or still answering a plain request.
@@ -118,6 +120,49 @@ fn payload_too_large_by_chunks(dispatch: Dispatch) {
     expect_error(dispatch, request, 413, "Payload Too Large", "", true);
 }
 
+/// A server whose bodies may carry 16 bytes (`--max-body 16`), with a
+/// handler that answers with the length of the body it saw.
+fn start_with_max_body_16(dispatch: Dispatch) -> Server {
+    let config = Config {
+        max_body: 16,
+        ..config(dispatch)
+    };
+    let routes = Routes::standard().handler(&[Method::Post], "/size", |request, response| {
+        let _ = write!(response, "{}", request.body().len());
+    });
+    start_with(&config, routes)
+}
+
+/// `Config::max_body` is the limit: 16 bytes are read, by length or in
+/// chunks, and one more is refused with 413 at once, also before
+/// `100 Continue`.
+fn payload_too_large_above_max_body(dispatch: Dispatch) {
+    let server = start_with_max_body_16(dispatch);
+    let sixteen = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Length: 2\r\n\
+        Date: {date}\r\n\r\n16";
+    let mut client = Client::connect(server.local_addr());
+    client.send(b"POST /size HTTP/1.1\r\nHost: t\r\nContent-Length: 16\r\n\r\n0123456789abcdef");
+    assert_response(&client.response(false), sixteen);
+    client.send(
+        b"POST /size HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+          a\r\n0123456789\r\n6\r\nabcdef\r\n0\r\n\r\n",
+    );
+    assert_response(&client.response(false), sixteen);
+
+    let too_large = error_response(413, "Payload Too Large", "", true, false);
+    for request in [
+        &b"POST /size HTTP/1.1\r\nHost: t\r\nContent-Length: 17\r\n\r\n"[..],
+        b"POST /size HTTP/1.1\r\nHost: t\r\nContent-Length: 17\r\nExpect: 100-continue\r\n\r\n",
+        b"POST /size HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+          a\r\n0123456789\r\n7\r\n",
+    ] {
+        let mut client = Client::connect(server.local_addr());
+        client.send(request);
+        assert_response(&client.response(false), &too_large);
+        client.assert_closed();
+    }
+}
+
 fn uri_too_long(dispatch: Dispatch) {
     let request = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(9000));
     expect_error(dispatch, request.as_bytes(), 414, "URI Too Long", "", true);
@@ -163,6 +208,7 @@ in_both_modes!(
     method_not_allowed_names_the_allowed,
     payload_too_large_by_length,
     payload_too_large_by_chunks,
+    payload_too_large_above_max_body,
     uri_too_long,
     header_fields_too_large,
     not_implemented_transfer_coding,

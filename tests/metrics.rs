@@ -224,6 +224,40 @@ fn the_metrics_listener_answers_404_to_anything_else() {
     }
 }
 
+/// `HEAD /metrics` gets the head a GET gets, with the page's length, and
+/// no body; a HEAD elsewhere gets the 404's head alone.
+#[test]
+fn head_metrics_answers_with_the_head_alone() {
+    for dispatch in [Dispatch::Local, Dispatch::System] {
+        let server = start_with(&metrics_config(dispatch, 1), Routes::standard());
+        let addr = server.metrics_addr().unwrap();
+        let page_len = scrape(&server).len();
+        let response = get(addr, "HEAD /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+        let length: usize = response
+            .strip_prefix("HTTP/1.1 200 OK\r\nContent-Length: ")
+            .and_then(|rest| rest.split("\r\n").next())
+            .and_then(|digits| digits.parse().ok())
+            .unwrap_or_else(|| panic!("not a 200 with a length: {response:?}"));
+        assert_eq!(
+            response,
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {length}\r\nConnection: close\r\n\
+                 {CONTENT_TYPE}\r\n"
+            )
+        );
+        // The page as it is now: the same series, counts a digit or two longer.
+        assert!(
+            length.abs_diff(page_len) < 64,
+            "{length} against {page_len}"
+        );
+        assert_eq!(
+            get(addr, "HEAD /nope HTTP/1.1\r\nHost: t\r\n\r\n"),
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 10\r\nConnection: close\r\n\
+             Content-Type: text/plain; charset=utf-8\r\n\r\n"
+        );
+    }
+}
+
 #[test]
 fn without_metrics_there_is_no_metrics_listener() {
     let server = common::start(Dispatch::Local);

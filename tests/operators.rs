@@ -6,12 +6,15 @@
 mod common;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use common::{text, Client};
+use socket2::{Domain, Socket, Type};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_uppercut-mio-server");
 
@@ -24,10 +27,17 @@ struct Process {
 
 impl Process {
     fn start(args: &[&str]) -> Process {
+        Process::start_with_stderr(args, Stdio::inherit())
+    }
+
+    /// Starts the binary with its stderr going to `stderr`.
+    fn start_with_stderr(args: &[&str], stderr: Stdio) -> Process {
         let mut child = Command::new(BINARY)
             .args(["--bind", "127.0.0.1:0", "--pollers", "1"])
             .args(args)
+            .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("the server starts");
         let mut start_line = String::new();
@@ -175,6 +185,145 @@ fn writes_one_line_per_request(dispatch: &str) {
         "{log}"
     );
     fs::remove_file(&path).unwrap();
+}
+
+/// Polls `done` until it holds; the server's work shows in files only.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "waited 20 s for {what}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// logrotate's convention: the file is moved away, SIGUSR1 makes the server
+/// open the path afresh, and from the moment the new file exists every
+/// line goes to it; the moved file keeps what was written before.
+fn sigusr1_reopens_the_access_log(dispatch: &str) {
+    let path = scratch_path(&format!("access-log-reopen-{dispatch}"));
+    let rotated = path.with_extension("1");
+    let _ = fs::remove_file(&rotated);
+    let mut server = Process::start(&[
+        "--dispatch",
+        dispatch,
+        "--access-log",
+        path.to_str().unwrap(),
+    ]);
+    let mut client = Client::connect(server.addr);
+    client.send(b"GET /json HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.response(false);
+    let read = |path: &PathBuf| fs::read_to_string(path).unwrap_or_default();
+    wait_for("the first line", || read(&path).ends_with('\n'));
+
+    fs::rename(&path, &rotated).unwrap();
+    // SAFETY: sends a signal to our own child process.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGUSR1) };
+    wait_for("the reopened file", || path.exists());
+    client.send(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.response(false);
+    assert_eq!(server.terminate(), Some(0));
+
+    assert_eq!(
+        without_dates(&read(&rotated)),
+        "127.0.0.1 - - [DATE] \"GET /json HTTP/1.1\" 200 27 \"-\" \"-\"\n"
+    );
+    assert_eq!(
+        without_dates(&read(&path)),
+        "127.0.0.1 - - [DATE] \"GET /plaintext HTTP/1.1\" 200 13 \"-\" \"-\"\n"
+    );
+    fs::remove_file(&path).unwrap();
+    fs::remove_file(&rotated).unwrap();
+}
+
+#[test]
+fn sigusr1_reopens_the_access_log_local() {
+    sigusr1_reopens_the_access_log("local");
+}
+
+#[test]
+fn sigusr1_reopens_the_access_log_system() {
+    sigusr1_reopens_the_access_log("system");
+}
+
+/// A response the server stops sending (a client that reads nothing, past
+/// the shutdown timeout) is logged with the body bytes its client was
+/// sent, which the client counts once it reads to the end: the socket
+/// delivers what it took before the close.
+fn logs_the_bytes_sent_of_a_response_cut_short(dispatch: &str) {
+    let dir = scratch_path(&format!("cut-short-{dispatch}"));
+    fs::create_dir_all(&dir).unwrap();
+    const SIZE: usize = 32 << 20;
+    let content: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    fs::write(dir.join("big.bin"), &content).unwrap();
+    let path = scratch_path(&format!("access-log-cut-short-{dispatch}"));
+    let args = [
+        "--dispatch",
+        dispatch,
+        "--static-dir",
+        dir.to_str().unwrap(),
+        "--static-max-file",
+        "64M",
+        "--shutdown-timeout",
+        "100ms",
+        "--access-log",
+        path.to_str().unwrap(),
+    ];
+    // The shutdown timeout's warning is expected: read, not printed.
+    let mut server = Process::start_with_stderr(&args, Stdio::piped());
+    // A small receive window, and nothing read past the head: the server
+    // can send a few MiB at most before its socket stops taking them.
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut stream = TcpStream::from(socket);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+        .write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    // The head has come: the response is under way.
+    let mut received = vec![0u8; 16];
+    stream.read_exact(&mut received).unwrap();
+    assert_eq!(&received, b"HTTP/1.1 200 OK\r");
+    assert_eq!(server.terminate(), Some(0));
+    let mut stderr = String::new();
+    let mut pipe = server.child.stderr.take().unwrap();
+    pipe.read_to_string(&mut stderr).unwrap();
+    assert!(
+        stderr.lines().count() == 1
+            && stderr.ends_with(
+                " WARN  uppercut_mio_server::runtime::server] \
+                 shutdown timeout: closed the connections still busy\n"
+            ),
+        "{stderr}"
+    );
+    stream.read_to_end(&mut received).unwrap();
+
+    let head_len = received
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .expect("a whole head")
+        + 4;
+    let body_sent = received.len() - head_len;
+    assert!(body_sent < SIZE, "the whole file went: not cut short");
+    assert_eq!(&received[head_len..], &content[..body_sent]);
+    assert_eq!(
+        without_dates(&fs::read_to_string(&path).unwrap()),
+        format!("127.0.0.1 - - [DATE] \"GET /big.bin HTTP/1.1\" 200 {body_sent} \"-\" \"-\"\n")
+    );
+    fs::remove_file(&path).unwrap();
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn logs_the_bytes_sent_of_a_response_cut_short_local() {
+    logs_the_bytes_sent_of_a_response_cut_short("local");
+}
+
+#[test]
+fn logs_the_bytes_sent_of_a_response_cut_short_system() {
+    logs_the_bytes_sent_of_a_response_cut_short("system");
 }
 
 #[test]

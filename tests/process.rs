@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -130,16 +130,27 @@ fn sigterm_finishes_the_response_in_flight_and_exits_0_system() {
 /// connections. Of 40 clients, the rest wait in the listen backlog while
 /// accept fails with EMFILE; the server must keep serving the ones it holds,
 /// not spin, and pick the waiting ones up by itself once descriptors free up.
+/// It says so on stderr, which the test reads rather than pass on to the
+/// test output, where warnings meant to be there would look like failures.
 #[test]
 fn survives_running_out_of_descriptors() {
     raise_open_files_limit().unwrap();
     let mut command = Command::new("sh");
-    command.args([
-        "-c",
-        "ulimit -n 32 && exec \"$0\" --bind 127.0.0.1:0 --pollers 1",
-        BINARY,
-    ]);
-    let server = Process::start(command, "local");
+    command
+        .args([
+            "-c",
+            "ulimit -n 32 && exec \"$0\" --bind 127.0.0.1:0 --pollers 1",
+            BINARY,
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped());
+    let mut server = Process::start(command, "local");
+    let mut stderr = server.child.stderr.take().unwrap();
+    // Drained as it comes, so the server never blocks on a full pipe.
+    let warnings = thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).map(|_| text)
+    });
 
     let mut clients: Vec<Client> = (0..40).map(|_| Client::connect(server.addr)).collect();
     for client in &mut clients {
@@ -175,6 +186,18 @@ fn survives_running_out_of_descriptors() {
     for client in &mut clients {
         assert_response(&client.response(false), HELLO);
     }
+
+    server.terminate();
+    assert_eq!(server.child.wait().unwrap().code(), Some(0));
+    let warnings = warnings.join().unwrap().expect("stderr reads");
+    // Each line is the accept pause's warning, and there was one: anything
+    // else the server said is shown here, as a failure.
+    let pause = "WARN  uppercut_mio_server::runtime::poller::accept] accept: \
+        Too many open files (os error 24); pausing accepts for 200ms";
+    assert!(
+        !warnings.is_empty() && warnings.lines().all(|line| line.ends_with(pause)),
+        "the server's stderr:\n{warnings}"
+    );
 }
 
 /// User and system CPU time of the process, in clock ticks.

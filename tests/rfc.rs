@@ -63,8 +63,24 @@ fn refuses_invalid_host_values(dispatch: Dispatch) {
     }
 }
 
+/// An `http` URI may not have an empty host (RFC 9110 §4.2.1), so neither
+/// may the Host that stands for it, on HTTP/1.0 or 1.1, with an
+/// absolute-form target too, or with a port alone.
+fn refuses_an_empty_host(dispatch: Dispatch) {
+    let requests: [&[u8]; 5] = [
+        b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost:  \r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: :9000\r\n\r\n",
+        b"GET / HTTP/1.0\r\nHost:\r\n\r\n",
+        b"GET http://t/ HTTP/1.1\r\nHost:\r\n\r\n",
+    ];
+    for request in requests {
+        answered_then_closed(dispatch, request, &bad_request(false));
+    }
+}
+
 fn accepts_valid_host_values(dispatch: Dispatch) {
-    let hosts = ["", "[::1]:9000", "127.0.0.1:", "xn--bcher-kva.example:80"];
+    let hosts = ["[::1]:9000", "127.0.0.1:", "xn--bcher-kva.example:80"];
     let requests: Vec<String> = hosts
         .iter()
         .map(|host| format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n"))
@@ -140,6 +156,62 @@ fn refuses_targets_in_a_form_the_method_may_not_use(dispatch: Dispatch) {
     }
 }
 
+/// A fragment, a backslash or a raw byte over 0x7F (valid UTF-8 or not)
+/// has no place in a request target: 400, and the connection closes, in
+/// every form and after a later minor version too.
+fn refuses_fragments_backslashes_and_raw_non_ascii(dispatch: Dispatch) {
+    let requests: [&[u8]; 10] = [
+        b"GET /#frag HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /json#x HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /json?q=1#x HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET http://t/json#x HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /json\\ HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /?a\\b HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /caf\xe9 HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /caf\xc3\xa9 HTTP/1.2\r\nHost: t\r\n\r\n",
+        b"HEAD /#x HTTP/1.1\r\nHost: t\r\n\r\n",
+    ];
+    for request in requests {
+        let head_only = request.starts_with(b"HEAD ");
+        answered_then_closed(dispatch, request, &bad_request(head_only));
+    }
+}
+
+/// Every route is looked up without dot segments (RFC 3986 §5.2.4, encoded
+/// or not), as nginx normalizes a path before any location matches it; a
+/// path that would climb above the root is malformed: 400, and the
+/// connection closes.
+fn resolves_dot_segments_before_routing(dispatch: Dispatch) {
+    let not_found = error(404, "Not Found", "", false, false);
+    answered_in_turn(
+        dispatch,
+        &[
+            ("GET /nope/../json HTTP/1.1\r\nHost: t\r\n\r\n", JSON),
+            ("GET /./json HTTP/1.1\r\nHost: t\r\n\r\n", JSON),
+            ("GET /v1/%2E%2e/json?x HTTP/1.1\r\nHost: t\r\n\r\n", JSON),
+            (
+                "GET http://t/a/b/../../json HTTP/1.1\r\nHost: t\r\n\r\n",
+                JSON,
+            ),
+            ("HEAD /json/.. HTTP/1.1\r\nHost: t\r\n\r\n", HELLO_HEAD),
+            // Not a dot segment, and `/json/` is no route.
+            ("GET /.json HTTP/1.1\r\nHost: t\r\n\r\n", &not_found),
+            ("GET /json/. HTTP/1.1\r\nHost: t\r\n\r\n", &not_found),
+        ],
+    );
+    let requests: [&[u8]; 5] = [
+        b"GET /.. HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /../json HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /json/../../json HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /%2e%2e/json HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET http://t/../json HTTP/1.1\r\nHost: t\r\n\r\n",
+    ];
+    for request in requests {
+        answered_then_closed(dispatch, request, &bad_request(false));
+    }
+}
+
 /// Neither method is implemented for any target: 405, as for `OPTIONS /`.
 fn answers_options_asterisk_and_connect_with_405(dispatch: Dispatch) {
     let allowed = method_not_allowed(false);
@@ -151,6 +223,38 @@ fn answers_options_asterisk_and_connect_with_405(dispatch: Dispatch) {
                 "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
                 &allowed,
             ),
+            ("GET / HTTP/1.1\r\nHost: t\r\n\r\n", HELLO),
+        ],
+    );
+}
+
+/// A method that is a valid token but that this server implements nowhere
+/// gets 501 on any path, existing or not, and the connection closes (its
+/// body, if any, is not read). Methods are case-sensitive: `get` is one.
+fn answers_unknown_methods_with_501(dispatch: Dispatch) {
+    let not_implemented = error(501, "Not Implemented", "", true, false);
+    let requests: [&[u8]; 5] = [
+        b"PAUSE / HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"G|T /json HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"PAUSE /nope HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"get / HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"PROPFIND / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+    ];
+    for request in requests {
+        answered_then_closed(dispatch, request, &not_implemented);
+    }
+}
+
+/// Known methods a route does not take keep their 405, which lists what
+/// the path takes, and the connection stays.
+fn answers_known_methods_a_route_lacks_with_405(dispatch: Dispatch) {
+    let allowed = method_not_allowed(false);
+    answered_in_turn(
+        dispatch,
+        &[
+            ("TRACE / HTTP/1.1\r\nHost: t\r\n\r\n", &allowed),
+            ("DELETE /json HTTP/1.1\r\nHost: t\r\n\r\n", &allowed),
+            ("PATCH /json HTTP/1.1\r\nHost: t\r\n\r\n", &allowed),
             ("GET / HTTP/1.1\r\nHost: t\r\n\r\n", HELLO),
         ],
     );
@@ -273,12 +377,17 @@ fn answers_if_none_match_star_with_304(dispatch: Dispatch) {
 
 in_both_modes!(
     refuses_invalid_host_values,
+    refuses_an_empty_host,
     accepts_valid_host_values,
     routes_absolute_form_by_its_path,
     refuses_bad_absolute_forms,
     refuses_any_transfer_encoding_with_content_length,
     refuses_targets_in_a_form_the_method_may_not_use,
+    refuses_fragments_backslashes_and_raw_non_ascii,
+    resolves_dot_segments_before_routing,
     answers_options_asterisk_and_connect_with_405,
+    answers_unknown_methods_with_501,
+    answers_known_methods_a_route_lacks_with_405,
     refuses_malformed_chunk_size_lines_at_once,
     accepts_chunk_extensions_by_the_grammar,
     expect_continue_only_for_a_route_that_takes_the_body,

@@ -1,6 +1,7 @@
 //! `--static-dir` over real sockets, in both dispatch modes: the exact bytes
 //! of a served file, index files, content types, conditional requests, HEAD,
-//! percent-decoding, and every way out of the directory ending at 404. Each
+//! percent-decoding, dot segments, and every way out of the directory ending
+//! at 400 or 404. Each
 //! test builds its own directory tree under the system temp dir.
 
 mod common;
@@ -11,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use common::{assert_recent_date, assert_response, exchange, text, Client};
+use common::{assert_recent_date, assert_response, error_response, exchange, text, Client};
 use static_common::*;
 use uppercut_mio_server::Dispatch;
 
@@ -125,38 +126,92 @@ fn never_serves_outside_the_directory(dispatch: Dispatch) {
     let server = serve(dispatch, &tree);
     let secret = tree.root.join("secret.txt").display().to_string();
     let encoded_secret = secret.replace('/', "%2F");
+    // 400: a malformed target (neither origin-form nor absolute-form, a
+    // backslash, or a path that climbs above the root, encoded or not);
+    // 404: a path that names nothing loaded (an encoded `/` is no separator).
     let attempts = [
-        "/../secret.txt".to_string(),
-        "/css/../../secret.txt".to_string(),
-        "/./../secret.txt".to_string(),
-        "/%2e%2e/secret.txt".to_string(),
-        "/.%2E/secret.txt".to_string(),
-        "/%2E%2E%2Fsecret.txt".to_string(),
-        "/..%2fsecret.txt".to_string(),
-        "/css%2f..%2f..%2fsecret.txt".to_string(),
-        "/..\\secret.txt".to_string(),
-        "/secret.txt".to_string(),
-        "/index.html%00".to_string(),
-        secret.clone(),
-        format!("/{secret}"),
-        encoded_secret.clone(),
-        format!("/{encoded_secret}"),
-        format!("http://t{secret}"),
-        "/outside-link.txt".to_string(),
-        "/outside-dir/secret.txt".to_string(),
-        "/outside-dir/www/index.html".to_string(),
-        "/dangling.txt".to_string(),
+        ("/../secret.txt".to_string(), 400),
+        ("/css/../../secret.txt".to_string(), 400),
+        ("/./../secret.txt".to_string(), 400),
+        ("/%2e%2e/secret.txt".to_string(), 400),
+        ("/.%2E/secret.txt".to_string(), 400),
+        ("//..//secret.txt".to_string(), 400),
+        ("/a/./../../secret.txt".to_string(), 400),
+        ("http://t/../secret.txt".to_string(), 400),
+        ("/css/..".to_string(), 200),
+        ("/%2E%2E%2Fsecret.txt".to_string(), 404),
+        ("/..%2fsecret.txt".to_string(), 404),
+        ("/css%2f..%2f..%2fsecret.txt".to_string(), 404),
+        ("/..\\secret.txt".to_string(), 400),
+        ("/css\\..\\..\\secret.txt".to_string(), 400),
+        ("/secret.txt".to_string(), 404),
+        ("/index.html%00".to_string(), 404),
+        (secret.clone(), 404),
+        (format!("/{secret}"), 404),
+        (encoded_secret.clone(), 400),
+        (format!("/{encoded_secret}"), 404),
+        (format!("http://t{secret}"), 404),
+        ("/outside-link.txt".to_string(), 404),
+        ("/outside-dir/secret.txt".to_string(), 404),
+        ("/outside-dir/www/index.html".to_string(), 404),
+        ("/dangling.txt".to_string(), 404),
     ];
-    for attempt in attempts {
+    for (attempt, status) in attempts {
         let response = exchange(&server, &get(&attempt));
         assert!(!text(&response).contains(SECRET), "{attempt} leaked");
-        if !attempt.starts_with(['/', 'h']) {
-            // Neither origin-form nor absolute-form: a malformed target.
-            assert!(response.starts_with(b"HTTP/1.1 400 Bad Request\r\n"));
-            continue;
-        }
-        assert_response(&response, NOT_FOUND);
+        let expected = match status {
+            400 => error_response(400, "Bad Request", "", true, false),
+            404 => NOT_FOUND.to_string(),
+            // Inside the directory still: its index.
+            _ => HOME.to_string(),
+        };
+        assert_response(&response, &expected);
     }
+}
+
+/// `/` at the root's index, as `css/..` names it.
+const HOME: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
+    Content-Type: text/html; charset=utf-8\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+    ETag: \"84c545b842c084bb\"\r\nAccept-Ranges: bytes\r\nContent-Length: 14\r\n\
+    Date: {date}\r\n\r\n<h1>home</h1>\n";
+
+/// Dot segments are removed before the lookup (RFC 3986 §5.2.4), encoded
+/// or not and after slashes are merged, as nginx does: a path that stays
+/// inside the directory names what it resolves to.
+fn resolves_dot_segments_inside_the_directory(dispatch: Dispatch) {
+    let tree = site("dots");
+    let server = serve(dispatch, &tree);
+    let css = format!("{CSS_HEAD}{CSS}");
+    let mut client = Client::connect(server.local_addr());
+    for path in [
+        "/a/../css/a.css",
+        "/./css/a.css",
+        "/css/./a.css",
+        "/types/../a/../css/a.css",
+        "/a/%2e%2E/css/a.css",
+        "/css/x/..//a.css",
+        "//a//..//css/a.css",
+        "http://t/a/../css/a.css",
+    ] {
+        client.send(get(path).as_bytes());
+        assert_response(&client.response(false), &css);
+    }
+    for (path, expected) in [
+        ("/css/..", "<h1>home</h1>\n"),
+        ("/a/.", "<h1>a</h1>\n"),
+        ("/css/../a/./", "<h1>a</h1>\n"),
+        ("/css/../a%20b.txt", "spaced\n"),
+    ] {
+        client.send(get(path).as_bytes());
+        assert_eq!(body(&client.response(false)), expected, "{path}");
+    }
+    // A file's path with a segment after it is no file: 404, and the
+    // connection stays.
+    client.send(get("/css/a.css/.").as_bytes());
+    assert_response(&client.response(false), NOT_FOUND);
+    // A directory reached by dots without its slash is redirected to it.
+    client.send(get("/css/../a").as_bytes());
+    assert_response(&client.response(false), &moved("/a/"));
 }
 
 fn never_dates_a_file_after_the_response(dispatch: Dispatch) {
@@ -183,6 +238,7 @@ in_both_modes!(
     answers_head_without_the_body,
     decodes_percent_encoded_paths,
     never_serves_outside_the_directory,
+    resolves_dot_segments_inside_the_directory,
     never_dates_a_file_after_the_response,
 );
 

@@ -7,7 +7,7 @@
 
 use bytes::BytesMut;
 
-use crate::http::request::{MAX_BODY_LEN, MAX_HEAD_LEN};
+use crate::http::request::MAX_HEAD_LEN;
 use crate::http::status::ErrorStatus;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,8 @@ enum State {
 pub(crate) struct ChunkedDecoder {
     state: State,
     body_len: u64,
+    /// The most data the chunks may carry in all; past it, 413.
+    max_body: u64,
 }
 
 /// What one call to [`ChunkedDecoder::skip`] or [`ChunkedDecoder::decode`] achieved.
@@ -44,11 +46,13 @@ pub(crate) enum Skipped {
     Done(usize),
 }
 
-impl Default for ChunkedDecoder {
-    fn default() -> Self {
+impl ChunkedDecoder {
+    /// A decoder for a body whose chunks carry at most `max_body` bytes.
+    pub(crate) fn new(max_body: u64) -> Self {
         ChunkedDecoder {
             state: State::Size,
             body_len: 0,
+            max_body,
         }
     }
 }
@@ -94,7 +98,7 @@ impl ChunkedDecoder {
                     Some((line_len, size)) => {
                         pos += line_len;
                         self.body_len = self.body_len.saturating_add(size);
-                        if self.body_len > MAX_BODY_LEN {
+                        if self.body_len > self.max_body {
                             return Err(ErrorStatus::PayloadTooLarge);
                         }
                         self.state = if size == 0 {
@@ -262,11 +266,12 @@ fn up_to_limit(input: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::request::MAX_BODY_LEN;
 
     /// Feeds `body` in pieces of `step` bytes, carrying unconsumed bytes over
     /// as a connection does; returns the offset where the body ended.
     fn decode_in_steps(body: &[u8], step: usize) -> Result<Option<usize>, ErrorStatus> {
-        let mut decoder = ChunkedDecoder::default();
+        let mut decoder = ChunkedDecoder::new(MAX_BODY_LEN);
         let mut start = 0;
         let mut end = 0;
         while end < body.len() {
@@ -294,7 +299,7 @@ mod tests {
     /// Feeds `body` in reads that end at each of `ends` and then at its end,
     /// through `decode`; returns where the body ended and the data delivered.
     fn decode_in_reads(body: &[u8], ends: &[usize]) -> (Option<usize>, BytesMut) {
-        let mut decoder = ChunkedDecoder::default();
+        let mut decoder = ChunkedDecoder::new(MAX_BODY_LEN);
         let mut data = BytesMut::new();
         let mut start = 0;
         for &end in ends.iter().chain([&body.len()]) {

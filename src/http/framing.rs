@@ -6,7 +6,9 @@
 
 use crate::http::status::ErrorStatus;
 
-/// Largest request body accepted, whether sized by Content-Length or chunked.
+/// Largest body read by default, whether sized by Content-Length or chunked:
+/// a request's unless `--max-body` (`Config::max_body`) sets another limit,
+/// and always the upstream's answer.
 pub(crate) const MAX_BODY_LEN: u64 = 1024 * 1024;
 
 /// How the body that follows a head is delimited.

@@ -3,7 +3,7 @@
 //! message framing (shared with responses, [`crate::http::framing`]), persistence
 //! (`Connection`), `Expect` and `If-None-Match`. Nothing here allocates.
 
-use crate::http::framing::{list_items, BodyFraming, MAX_BODY_LEN};
+use crate::http::framing::{list_items, BodyFraming};
 use crate::http::framing::{Framing, FramingError, FramingFields};
 use crate::http::status::ErrorStatus;
 use crate::http::target::is_valid_host;
@@ -17,10 +17,12 @@ pub(crate) struct HeaderFields<'b> {
     pub if_none_match: Option<&'b [u8]>,
 }
 
-/// Applies the HTTP/1.1 rules to the header fields of a request head.
+/// Applies the HTTP/1.1 rules to the header fields of a request head whose
+/// body may carry at most `max_body` bytes.
 pub(crate) fn read_headers<'b>(
     headers: &[httparse::Header<'b>],
     http10: bool,
+    max_body: u64,
 ) -> Result<HeaderFields<'b>, ErrorStatus> {
     let mut hosts = 0;
     let mut host = None;
@@ -57,9 +59,7 @@ pub(crate) fn read_headers<'b>(
     }
     let body = match framing.framing(http10).map_err(FramingError::status)? {
         Framing::Unframed | Framing::Length(0) => BodyFraming::Empty,
-        Framing::Length(length) if length > MAX_BODY_LEN => {
-            return Err(ErrorStatus::PayloadTooLarge)
-        }
+        Framing::Length(length) if length > max_body => return Err(ErrorStatus::PayloadTooLarge),
         Framing::Length(length) => BodyFraming::Length(length),
         Framing::Chunked => BodyFraming::Chunked,
     };

@@ -2,6 +2,7 @@
 //! responses and statuses, dates, and the responses an upstream sends. No
 //! sockets and no routes here.
 
+pub(crate) mod accept_encoding;
 pub(crate) mod chunked;
 pub(crate) mod date;
 pub(crate) mod framing;

@@ -70,8 +70,9 @@ impl ParsedHead<'_> {
     }
 }
 
-/// Parses the request head at the start of `buf`.
-pub(crate) fn parse_head(buf: &[u8]) -> ParsedHead<'_> {
+/// Parses the request head at the start of `buf`; its body may carry at
+/// most `max_body` bytes (a `Content-Length` over it is refused with 413).
+pub(crate) fn parse_head(buf: &[u8], max_body: u64) -> ParsedHead<'_> {
     let mut slots = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut []);
     // Never parse past the limit: bytes beyond it must not change the answer,
@@ -81,7 +82,7 @@ pub(crate) fn parse_head(buf: &[u8]) -> ParsedHead<'_> {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return incomplete(buf),
         // httparse knows HTTP/1.0 and HTTP/1.1 only.
-        Err(httparse::Error::Version) => return parse_other_version(buf, limited),
+        Err(httparse::Error::Version) => return parse_other_version(buf, limited, max_body),
         Err(httparse::Error::TooManyHeaders) => {
             return ParsedHead::rejected(ErrorStatus::HeaderFieldsTooLarge)
         }
@@ -92,7 +93,7 @@ pub(crate) fn parse_head(buf: &[u8]) -> ParsedHead<'_> {
         target: request.path.unwrap_or("").as_bytes(),
         http10: request.version == Some(0),
     };
-    complete(line, request.headers, head_len)
+    complete(line, request.headers, head_len, max_body)
 }
 
 /// A head that has not all arrived: wait for more, unless it cannot fit.
@@ -116,6 +117,7 @@ fn complete<'b>(
     line: RequestLine<'b>,
     headers: &[httparse::Header<'b>],
     head_len: usize,
+    max_body: u64,
 ) -> ParsedHead<'b> {
     let method = Method::parse(line.method);
     // A target in none of the forms its method may use is a malformed
@@ -126,7 +128,12 @@ fn complete<'b>(
             head_only: method == Method::Head,
         };
     };
-    match read_headers(headers, line.http10) {
+    match read_headers(headers, line.http10, max_body) {
+        // Well formed, but a method implemented nowhere here (RFC 9110
+        // §9.1): 501 whatever the path. Its body, if any, is not read.
+        Ok(_) if !Method::is_known(line.method) => {
+            ParsedHead::rejected(ErrorStatus::NotImplemented)
+        }
         Ok(fields) => ParsedHead::Complete(
             RequestHead {
                 method,
@@ -155,7 +162,7 @@ fn complete<'b>(
 /// else that is not `HTTP/` DIGIT `.` DIGIT gets 400. httparse stops at the
 /// version, so the method and target before it are known to be well formed,
 /// and the fields after the line are left to httparse's field parser.
-fn parse_other_version<'b>(buf: &'b [u8], limited: &'b [u8]) -> ParsedHead<'b> {
+fn parse_other_version<'b>(buf: &'b [u8], limited: &'b [u8], max_body: u64) -> ParsedHead<'b> {
     // httparse skips empty lines (CRLF or LF) before the request line.
     let start = limited
         .iter()
@@ -183,7 +190,7 @@ fn parse_other_version<'b>(buf: &'b [u8], limited: &'b [u8]) -> ParsedHead<'b> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     match httparse::parse_headers(&limited[line_len..], &mut headers) {
         Ok(httparse::Status::Complete((fields_len, headers))) => {
-            complete(line, headers, line_len + fields_len)
+            complete(line, headers, line_len + fields_len, max_body)
         }
         Ok(httparse::Status::Partial) => incomplete(buf),
         Err(httparse::Error::TooManyHeaders) => {
@@ -205,12 +212,12 @@ fn oversized_head(buf: &[u8]) -> ErrorStatus {
 /// Parsing helpers for the unit tests of the head's parts.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::{parse_head, ParsedHead, RequestHead};
+    use super::{parse_head, ParsedHead, RequestHead, MAX_BODY_LEN};
     use crate::http::status::ErrorStatus;
 
     /// `raw` parsed whole into a head.
     pub(crate) fn head(raw: &str) -> RequestHead<'_> {
-        match parse_head(raw.as_bytes()) {
+        match parse_head(raw.as_bytes(), MAX_BODY_LEN) {
             ParsedHead::Complete(head, len) => {
                 assert_eq!(len, raw.len());
                 head
@@ -221,7 +228,7 @@ pub(crate) mod testing {
 
     /// The status `raw` is refused with.
     pub(crate) fn rejected(raw: &[u8]) -> ErrorStatus {
-        match parse_head(raw) {
+        match parse_head(raw, MAX_BODY_LEN) {
             ParsedHead::Rejected { status, .. } => status,
             other => panic!("{:?} parsed as {other:?}", String::from_utf8_lossy(raw)),
         }
@@ -252,11 +259,38 @@ mod tests {
             head("TRACE / HTTP/1.1\r\nHost: a\r\n\r\n").method,
             Method::Other
         );
+    }
+
+    #[test]
+    fn refuses_methods_it_does_not_know_with_501() {
+        for raw in [
+            "PAUSE / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "G|T / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "get / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "PROPFIND /x HTTP/1.2\r\nHost: a\r\nContent-Length: 3\r\n\r\n",
+        ] {
+            assert_eq!(
+                rejected(raw.as_bytes()),
+                ErrorStatus::NotImplemented,
+                "{raw:?}"
+            );
+        }
+        // A malformed head is a 400 first, whatever its method.
         assert_eq!(
-            head("get / HTTP/1.1\r\nHost: a\r\n\r\n").method,
-            Method::Other,
-            "methods are case-sensitive"
+            rejected(b"PAUSE / HTTP/1.1\r\n\r\n"),
+            ErrorStatus::BadRequest
         );
+        assert_eq!(
+            rejected(b"PAUSE * HTTP/1.1\r\nHost: a\r\n\r\n"),
+            ErrorStatus::BadRequest
+        );
+        for known in ["CONNECT a:1", "TRACE /", "OPTIONS *", "PATCH /"] {
+            let raw = format!("{known} HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert!(matches!(
+                parse_head(raw.as_bytes(), MAX_BODY_LEN),
+                ParsedHead::Complete(..)
+            ));
+        }
     }
 
     #[test]
@@ -281,7 +315,12 @@ mod tests {
             )
         );
         assert_eq!(head("GET / HTTP/1.0\r\n\r\n").host, None);
-        assert_eq!(head("GET / HTTP/1.1\r\nHost:\r\n\r\n").host, Some(&b""[..]));
+        for empty in [
+            "GET / HTTP/1.1\r\nHost:\r\n\r\n",
+            "GET / HTTP/1.0\r\nHost: \r\n\r\n",
+        ] {
+            assert_eq!(rejected(empty.as_bytes()), ErrorStatus::BadRequest);
+        }
         assert_eq!(
             head("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n").form,
             TargetForm::Asterisk
@@ -311,7 +350,7 @@ mod tests {
             "GET / HTTP/1.2\r\nHost: a\r\n",
         ] {
             assert_eq!(
-                parse_head(partial.as_bytes()),
+                parse_head(partial.as_bytes(), MAX_BODY_LEN),
                 ParsedHead::Partial,
                 "{partial:?}"
             );
@@ -363,7 +402,7 @@ mod tests {
         let many = format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n");
         assert_eq!(rejected(many.as_bytes()), ErrorStatus::HeaderFieldsTooLarge);
         assert_eq!(
-            parse_head(b"GET / HTTP/1.1\r\nHost: a\r\n"),
+            parse_head(b"GET / HTTP/1.1\r\nHost: a\r\n", MAX_BODY_LEN),
             ParsedHead::Partial
         );
     }

@@ -163,7 +163,7 @@ fn read_head(buf: &[u8]) -> Result<Head, Parsed> {
             Framing::Length(length) if length > MAX_BODY_LEN => return Err(Parsed::TooLarge),
             Framing::Length(length) => Body::Length(length as usize),
             Framing::Chunked => Body::Chunked {
-                decoder: ChunkedDecoder::default(),
+                decoder: ChunkedDecoder::new(MAX_BODY_LEN),
                 fed: 0,
                 data: BytesMut::new(),
             },

@@ -35,8 +35,12 @@ pub(crate) struct Target<'b> {
 /// Splits `target`, or `None` when it is not a form `method` may use: only
 /// CONNECT takes (and must take) authority-form, only OPTIONS asterisk-form,
 /// and absolute-form only with the `http` or `https` scheme, a non-empty
-/// host and no user information (RFC 9110 §4.2.1 and §4.2.4).
+/// host and no user information (RFC 9110 §4.2.1 and §4.2.4). A target
+/// holding a byte no URI may hold is `None` too (see [`has_foreign_byte`]).
 pub(crate) fn parse_target<'b>(target: &'b [u8], method: &str) -> Option<Target<'b>> {
+    if has_foreign_byte(target) {
+        return None;
+    }
     if method == "CONNECT" {
         return authority_form(target);
     }
@@ -58,6 +62,28 @@ pub(crate) fn parse_target<'b>(target: &'b [u8], method: &str) -> Option<Target<
         });
     }
     absolute_form(target)
+}
+
+/// Whether `target` holds a byte that RFC 3986's grammar admits in no path,
+/// query or authority, and that clients are known to send raw, so that
+/// refusing it (400) beats guessing what was meant:
+///
+/// - `#`: a fragment is the client's own business and never sent
+///   (RFC 9110 §4.2.5); one in a request target is a client bug, and
+///   routing `/a#b` as the path `/a#b` or as `/a` would each be a guess;
+/// - a byte over 0x7F: raw UTF-8 (or Latin-1) from a client that forgot to
+///   percent-encode; httparse already refuses invalid UTF-8, and valid UTF-8
+///   gets the same answer, not a 404 for a path no route could name;
+/// - `\`: a separator on Windows only, where `/..\x` walks up a directory;
+///   nothing here treats it as one, and nothing should pass it along.
+///
+/// The other characters RFC 3986 leaves out (`"`, `<`, `>`, `{`, `|`, ...)
+/// are taken as they come: clients send some of them raw in queries, and
+/// none of them changes what a path names.
+fn has_foreign_byte(target: &[u8]) -> bool {
+    target
+        .iter()
+        .any(|&b| b == b'#' || b == b'\\' || !b.is_ascii())
 }
 
 fn authority_form(target: &[u8]) -> Option<Target<'_>> {
@@ -108,10 +134,14 @@ fn split_query(target: &[u8]) -> (&[u8], Option<&[u8]>) {
     }
 }
 
-/// Whether a Host value is `uri-host [ ":" port ]`. An empty value is valid:
-/// RFC 9112 §3.2 has a client send it when the target URI has no host.
+/// Whether a Host value is `uri-host [ ":" port ]` with a host that is not
+/// empty. RFC 9112 §3.2 has a client send an empty Host when the target URI
+/// has no authority, but this server's URIs are `http` URIs, which may not
+/// have an empty host (RFC 9110 §4.2.1: a recipient must reject one as
+/// invalid); nginx refuses it too. So an empty value, or a port alone
+/// (`:80`), is a 400, on HTTP/1.0 as on HTTP/1.1.
 pub(crate) fn is_valid_host(value: &[u8]) -> bool {
-    split_host_port(value).is_some()
+    split_host_port(value).is_some_and(|(host, _)| !host.is_empty())
 }
 
 /// Splits `uri-host [ ":" port ]` into host and port, or `None` when either
@@ -199,12 +229,10 @@ mod tests {
 
     #[test]
     fn validates_hosts() {
-        let valid: [&[u8]; 12] = [
-            b"",
+        let valid: [&[u8]; 10] = [
             b"a",
             b"127.0.0.1:9000",
             b"example.com:",
-            b":80",
             b"a,b",
             b"x%41y",
             b"[::1]",
@@ -216,7 +244,11 @@ mod tests {
         for host in valid {
             assert!(is_valid_host(host), "{:?}", String::from_utf8_lossy(host));
         }
-        let invalid: [&[u8]; 14] = [
+        let invalid: [&[u8]; 18] = [
+            b"",
+            b":80",
+            b":",
+            b"[]",
             b"127.0.0.1:9000/path",
             b"a, b",
             b"Q a",
@@ -289,6 +321,16 @@ mod tests {
             ("http://user@host/", "GET"),
             ("http://host:x/", "GET"),
             ("http://host#frag", "GET"),
+            ("/a#frag", "GET"),
+            ("/#", "GET"),
+            ("/?q=1#frag", "GET"),
+            ("http://host/a#frag", "GET"),
+            ("/a\\b", "GET"),
+            ("/..\\x", "GET"),
+            ("/?a\\b", "GET"),
+            ("/caf\u{e9}", "GET"),
+            ("/\u{1F600}", "GET"),
+            ("example.com:443#x", "CONNECT"),
         ];
         for (target, method) in refused {
             assert_eq!(parsed(target, method), None, "{method} {target}");

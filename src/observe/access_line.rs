@@ -1,8 +1,19 @@
 //! One access-log line per request, in the combined log format. A
 //! connection formats the parts of its line it knows at the request head
-//! (peer, time, request line, Referer, User-Agent) into a buffer it keeps,
-//! and adds the status and body length when the response is written; the
-//! whole line then goes to the thread's ring in [`crate::observe::access_log`].
+//! (peer, time, request line, Referer, User-Agent) into a buffer it keeps;
+//! when the response is written to the output the line waits, whole but
+//! for its numbers, until the socket has taken the response's last byte,
+//! and then goes with its status and body length to the thread's ring in
+//! [`crate::observe::access_log`].
+//!
+//! The wait is what makes the length the body bytes actually sent, as
+//! nginx's `$body_bytes_sent`: a response cut short (the server stopping
+//! past its shutdown timeout, a write timeout, a client gone) is logged,
+//! when the connection is dropped, with what its client was sent of it. In
+//! the common case the connection writes its batch of responses at once
+//! and every line goes out right after that write; the waiting lines share
+//! one buffer per connection, cleared (its capacity kept) once empty, so
+//! the log still allocates nothing per request.
 
 use std::io::{self, Write};
 use std::net::IpAddr;
@@ -13,8 +24,12 @@ use crate::observe::access_log::{record, AccessLog, LogShared};
 
 /// The longest request line, Referer or User-Agent copied into a line.
 const MAX_FIELD: usize = 2048;
+/// Waiting lines kept in a buffer larger than this (a burst of pipelined
+/// requests) give the memory back once they are all out.
+const KEEP_WAITING: usize = 16 * 1024;
 
-/// One connection's part of the log: the line of the request in progress.
+/// One connection's part of the log: the line of the request in progress,
+/// and the lines of responses the socket has not taken whole yet.
 pub(crate) struct AccessRecorder {
     log: Arc<LogShared>,
     peer: Option<IpAddr>,
@@ -22,6 +37,35 @@ pub(crate) struct AccessRecorder {
     /// capacity is kept, so a connection's later lines allocate nothing.
     line: Vec<u8>,
     split: usize,
+    /// The lines of `waiting`, one after another, without their numbers.
+    waiting_lines: Vec<u8>,
+    /// Responses in the output, in order, from the first not all sent.
+    waiting: Vec<Waiting>,
+    /// Bytes put in the output (responses and interim responses), and
+    /// bytes the socket took, since the connection began.
+    queued: u64,
+    sent: u64,
+}
+
+/// A response written to the output whose line waits for it to be sent.
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    /// Its line in `waiting_lines`, and where the numbers go in it.
+    line_end: usize,
+    split: usize,
+    status: u16,
+    /// Where the response's body starts and where it ends in the output,
+    /// counted in all the bytes queued on the connection.
+    body_start: u64,
+    end: u64,
+}
+
+impl Waiting {
+    /// The bytes of its body among the first `sent` bytes of the output.
+    fn body_sent(&self, sent: u64) -> usize {
+        // At most the body's length, which is a usize.
+        sent.min(self.end).saturating_sub(self.body_start) as usize
+    }
 }
 
 impl std::fmt::Debug for AccessRecorder {
@@ -40,6 +84,10 @@ impl AccessRecorder {
             peer,
             line: Vec::new(),
             split: 0,
+            waiting_lines: Vec::new(),
+            waiting: Vec::new(),
+            queued: 0,
+            sent: 0,
         }
     }
 
@@ -73,17 +121,81 @@ impl AccessRecorder {
     }
 
     /// The response to the request reported last (or, if none was, to a
-    /// connection that timed out before sending one) was written.
-    pub(crate) fn response(&mut self, status: u16, body_len: usize, date: &[u8; DATE_LEN]) {
+    /// connection that timed out before sending one) was written to the
+    /// output: `len` bytes, `body_len` of them its body. Its line waits for
+    /// [`AccessRecorder::sent`] to report its last byte sent.
+    pub(crate) fn response(
+        &mut self,
+        status: u16,
+        len: usize,
+        body_len: usize,
+        date: &[u8; DATE_LEN],
+    ) {
         if self.line.is_empty() {
             self.begin(None, date);
             self.line.extend_from_slice(b" \"-\" \"-\"\n");
         }
-        let mut digits = [0u8; 32];
-        let numbers = status_and_length(&mut digits, status, body_len);
-        let (head, tail) = self.line.split_at(self.split);
-        record(&self.log, &[head, numbers, tail]);
+        let start = self.waiting_lines.len();
+        self.waiting_lines.extend_from_slice(&self.line);
+        let response_start = self.queued;
+        self.queued += len as u64;
+        self.waiting.push(Waiting {
+            line_end: self.waiting_lines.len(),
+            split: start + self.split,
+            status,
+            body_start: response_start + (len - body_len) as u64,
+            end: self.queued,
+        });
         self.line.clear();
+    }
+
+    /// Bytes that are no response of their own (`100 Continue`) were
+    /// written to the output.
+    pub(crate) fn interim(&mut self, len: usize) {
+        self.queued += len as u64;
+    }
+
+    /// The socket took `len` more bytes of the output: the lines of the
+    /// responses now sent whole go to the log.
+    pub(crate) fn sent(&mut self, len: usize) {
+        self.sent += len as u64;
+        let done = self
+            .waiting
+            .iter()
+            .take_while(|response| response.end <= self.sent)
+            .count();
+        if done == 0 {
+            return;
+        }
+        let mut start = 0;
+        for response in &self.waiting[..done] {
+            let line = &self.waiting_lines[start..response.line_end];
+            let body_sent = response.body_sent(self.sent);
+            write_line(
+                &self.log,
+                line,
+                response.split - start,
+                response.status,
+                body_sent,
+            );
+            start = response.line_end;
+        }
+        if done == self.waiting.len() {
+            if self.waiting_lines.capacity() > KEEP_WAITING {
+                self.waiting_lines = Vec::new();
+                self.waiting = Vec::new();
+            }
+            self.waiting_lines.clear();
+            self.waiting.clear();
+            return;
+        }
+        // Some wait on behind a response sent in part: move them up.
+        self.waiting_lines.drain(..start);
+        self.waiting.drain(..done);
+        for response in &mut self.waiting {
+            response.line_end -= start;
+            response.split -= start;
+        }
     }
 
     /// Writes `PEER - - [TIME] "REQUEST" ` and marks where the status goes.
@@ -102,6 +214,35 @@ impl AccessRecorder {
         self.line.push(b' ');
         self.split = self.line.len();
     }
+}
+
+/// What was never sent whole when the connection ends: each line goes to
+/// the log with the body bytes its client was sent, none for a response
+/// the socket took nothing of.
+impl Drop for AccessRecorder {
+    fn drop(&mut self) {
+        let mut start = 0;
+        for response in &self.waiting {
+            let line = &self.waiting_lines[start..response.line_end];
+            let body_sent = response.body_sent(self.sent);
+            write_line(
+                &self.log,
+                line,
+                response.split - start,
+                response.status,
+                body_sent,
+            );
+            start = response.line_end;
+        }
+    }
+}
+
+/// Sends one line, its numbers at `split`, to the log.
+fn write_line(log: &LogShared, line: &[u8], split: usize, status: u16, body_len: usize) {
+    let mut digits = [0u8; 32];
+    let numbers = status_and_length(&mut digits, status, body_len);
+    let (head, tail) = line.split_at(split);
+    record(log, &[head, numbers, tail]);
 }
 
 /// The combined format's time, `10/Oct/2000:13:55:36 +0000`, from the
@@ -181,5 +322,45 @@ mod tests {
         let mut digits = [0u8; 32];
         assert_eq!(status_and_length(&mut digits, 404, 12345), b"404 12345");
         log.close();
+    }
+
+    /// Each line goes out once its response is sent whole; what is left
+    /// when the recorder is dropped goes with the body bytes sent of it.
+    #[test]
+    fn a_line_waits_for_its_response_to_be_sent() {
+        let path =
+            std::env::temp_dir().join(format!("uppercut-access-log-sent-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let log = AccessLog::open(&AccessLogTarget::File(path.clone())).unwrap();
+        let mut recorder = AccessRecorder::new(&log, Some("10.0.0.1".parse().unwrap()));
+        let date = format_imf_fixdate(971_186_136);
+        // Output bytes 0..100, the body from 20.
+        recorder.request(b"GET /a HTTP/1.1\r\n\r\n", &date);
+        recorder.response(200, 100, 80, &date);
+        // 100 Continue at 100..125, then 125..175, the body from 161.
+        recorder.request(b"POST /b HTTP/1.1\r\n\r\n", &date);
+        recorder.interim(25);
+        recorder.response(404, 50, 14, &date);
+        // 175..215, the body from 205.
+        recorder.request(b"GET /c HTTP/1.1\r\n\r\n", &date);
+        recorder.response(200, 40, 10, &date);
+        recorder.sent(99);
+        assert_eq!(recorder.waiting.len(), 3);
+        recorder.sent(1);
+        assert_eq!(recorder.waiting.len(), 2);
+        recorder.sent(66);
+        assert_eq!(recorder.waiting.len(), 2);
+        drop(recorder);
+        log.close();
+        let time = "[10/Oct/2000:13:55:36 +0000]";
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!(
+                "10.0.0.1 - - {time} \"GET /a HTTP/1.1\" 200 80 \"-\" \"-\"\n\
+                 10.0.0.1 - - {time} \"POST /b HTTP/1.1\" 404 5 \"-\" \"-\"\n\
+                 10.0.0.1 - - {time} \"GET /c HTTP/1.1\" 200 0 \"-\" \"-\"\n"
+            )
+        );
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -10,6 +10,14 @@
 //! so a plain atomic index publishes them); one flusher thread drains every
 //! ring into the file at least once a second, as soon as a ring holds
 //! `FLUSH_SIZE`, and a last time when the server stops.
+//!
+//! SIGUSR1 reopens the file, as for nginx, so that logrotate can move it
+//! away and have the next lines go to a new file at the same path. The
+//! flusher does it between two drains: everything recorded until then is
+//! written to the file it had open, then the path is opened afresh
+//! (created if missing). So once the new file exists, every line recorded
+//! from then on is in it; a file that cannot be opened leaves the old one
+//! in use, with a warning.
 
 use std::cell::{RefCell, UnsafeCell};
 use std::fs::OpenOptions;
@@ -19,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
-use log::warn;
+use log::{info, warn};
 
 use crate::config::AccessLogTarget;
 
@@ -45,28 +53,22 @@ pub(crate) struct LogShared {
     /// The flusher has been woken and has not drained yet.
     woken: AtomicBool,
     stop: AtomicBool,
+    /// The file is to be reopened (SIGUSR1).
+    reopen: AtomicBool,
 }
 
 static NEXT_LOG_ID: AtomicU64 = AtomicU64::new(1);
 
 impl AccessLog {
     pub(crate) fn open(target: &AccessLogTarget) -> io::Result<Arc<AccessLog>> {
-        let mut output: Box<dyn Write + Send> = match target {
-            AccessLogTarget::Stdout => Box::new(io::stdout()),
-            AccessLogTarget::File(path) => {
-                let file = OpenOptions::new().create(true).append(true).open(path);
-                let file = file.map_err(|e| {
-                    io::Error::new(e.kind(), format!("access log {}: {e}", path.display()))
-                })?;
-                Box::new(file)
-            }
-        };
+        let output = open_output(target)?;
+        let target = target.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Arc<LogShared>>();
         let handle = thread::Builder::new()
             .name("access-log".into())
             .spawn(move || {
                 if let Ok(shared) = ready_rx.recv() {
-                    flush_loop(&shared, &mut *output);
+                    flush_loop(&shared, &target, output);
                 }
             })?;
         let shared = Arc::new(LogShared {
@@ -75,6 +77,7 @@ impl AccessLog {
             flusher: handle.thread().clone(),
             woken: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            reopen: AtomicBool::new(false),
         });
         // The thread cannot fail to receive: it waits for exactly this.
         let _ = ready_tx.send(Arc::clone(&shared));
@@ -87,6 +90,13 @@ impl AccessLog {
     /// What a connection's recorder writes into.
     pub(crate) fn shared(&self) -> Arc<LogShared> {
         Arc::clone(&self.shared)
+    }
+
+    /// Has the flusher write out what it holds and reopen the file (SIGUSR1);
+    /// it logs whether that worked.
+    pub(crate) fn reopen(&self) {
+        self.shared.reopen.store(true, Ordering::Release);
+        self.shared.flusher.unpark();
     }
 
     /// Writes out every line recorded so far and stops the flusher. Call it
@@ -111,7 +121,21 @@ impl Drop for AccessLog {
     }
 }
 
-fn flush_loop(shared: &LogShared, output: &mut dyn Write) {
+/// Where the lines go: standard output, or the file, opened to append.
+fn open_output(target: &AccessLogTarget) -> io::Result<Box<dyn Write + Send>> {
+    Ok(match target {
+        AccessLogTarget::Stdout => Box::new(io::stdout()),
+        AccessLogTarget::File(path) => {
+            let file = OpenOptions::new().create(true).append(true).open(path);
+            let file = file.map_err(|e| {
+                io::Error::new(e.kind(), format!("access log {}: {e}", path.display()))
+            })?;
+            Box::new(file)
+        }
+    })
+}
+
+fn flush_loop(shared: &LogShared, target: &AccessLogTarget, mut output: Box<dyn Write + Send>) {
     let mut batch = Vec::with_capacity(FLUSH_SIZE);
     loop {
         thread::park_timeout(FLUSH_INTERVAL);
@@ -119,6 +143,9 @@ fn flush_loop(shared: &LogShared, output: &mut dyn Write) {
         // Read before draining: every line recorded before `close` is then
         // in a ring when it is drained for the last time.
         let stop = shared.stop.load(Ordering::Acquire);
+        // Read before draining too: the lines drained now go to the file
+        // open when the reopen was asked for.
+        let reopen = shared.reopen.swap(false, Ordering::Acquire);
         let mut dropped = 0;
         for ring in shared
             .rings
@@ -140,6 +167,28 @@ fn flush_loop(shared: &LogShared, output: &mut dyn Write) {
         }
         if stop {
             return;
+        }
+        if reopen {
+            output = reopened(target, output);
+        }
+    }
+}
+
+/// The output after a reopen: the file at the target's path opened afresh,
+/// or the old output when that fails (or for standard output).
+fn reopened(target: &AccessLogTarget, old: Box<dyn Write + Send>) -> Box<dyn Write + Send> {
+    let AccessLogTarget::File(path) = target else {
+        info!("SIGUSR1: the access log goes to stdout, nothing to reopen");
+        return old;
+    };
+    match open_output(target) {
+        Ok(new) => {
+            info!("SIGUSR1: reopened the access log {}", path.display());
+            new
+        }
+        Err(e) => {
+            warn!("SIGUSR1: cannot reopen the {e}; still writing to the file open before");
+            old
         }
     }
 }
@@ -230,20 +279,27 @@ thread_local! {
 }
 
 /// Appends a line to this thread's ring for `log`, creating and registering
-/// the ring on the thread's first line.
+/// the ring on the thread's first line. A thread that is exiting (a
+/// connection dropped with its thread's locals) has no ring any more: its
+/// line goes to a ring of its own.
 pub(crate) fn record(log: &LogShared, parts: &[&[u8]]) {
-    let waiting = RING.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        if slot.as_ref().is_none_or(|(id, _)| *id != log.id) {
-            let ring = Arc::new(Ring::new());
-            log.rings
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(Arc::clone(&ring));
-            *slot = Some((log.id, ring));
-        }
-        slot.as_ref().and_then(|(_, ring)| ring.push(parts))
-    });
+    let new_ring = || {
+        let ring = Arc::new(Ring::new());
+        log.rings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&ring));
+        ring
+    };
+    let waiting = RING
+        .try_with(|slot| {
+            let mut slot = slot.borrow_mut();
+            if slot.as_ref().is_none_or(|(id, _)| *id != log.id) {
+                *slot = Some((log.id, new_ring()));
+            }
+            slot.as_ref().and_then(|(_, ring)| ring.push(parts))
+        })
+        .unwrap_or_else(|_| new_ring().push(parts));
     if waiting.is_some_and(|bytes| bytes >= FLUSH_SIZE) && !log.woken.swap(true, Ordering::Relaxed)
     {
         log.flusher.unpark();

@@ -116,7 +116,9 @@ fn serve(
 }
 
 /// Reads one request head and answers it: the page for `GET /metrics`
-/// (with or without a query), 404 for anything else.
+/// (with or without a query), its head alone for `HEAD /metrics` (with the
+/// length the page has now), 404 for anything else (its head alone to a
+/// HEAD).
 fn answer(
     mut stream: TcpStream,
     pollers: &[Arc<PollerMetrics>],
@@ -128,7 +130,11 @@ fn answer(
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() >= MAX_HEAD {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "", "");
+            let out = Out {
+                stream: &mut stream,
+                head_only: false,
+            };
+            return out.respond("431 Request Header Fields Too Large", "", "");
         }
         match stream.read(&mut chunk) {
             Ok(0) => return Ok(()),
@@ -141,29 +147,41 @@ fn answer(
     let mut parts = line.split(|&b| b == b' ');
     let (method, target) = (parts.next(), parts.next());
     let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or_default());
-    if method == Some(b"GET") && path == Some(b"/metrics") {
+    let head_only = method == Some(b"HEAD");
+    let out = Out {
+        stream: &mut stream,
+        head_only,
+    };
+    if (head_only || method == Some(b"GET")) && path == Some(b"/metrics") {
         let page = metrics_text::render(pollers, dispatch, &ProcessStats::read());
-        respond(&mut stream, "200 OK", CONTENT_TYPE, &page)
+        out.respond("200 OK", CONTENT_TYPE, &page)
     } else {
-        respond(
-            &mut stream,
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "not found\n",
-        )
+        out.respond("404 Not Found", "text/plain; charset=utf-8", "not found\n")
     }
 }
 
-fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) -> io::Result<()> {
-    let mut response = format!(
-        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    if !content_type.is_empty() {
-        response.push_str(&format!("Content-Type: {content_type}\r\n"));
+/// Where a response goes, and whether it answers a HEAD request.
+struct Out<'s> {
+    stream: &'s mut TcpStream,
+    head_only: bool,
+}
+
+impl Out<'_> {
+    /// Writes the response, its body left out for a HEAD request (RFC 9110
+    /// §9.3.2: the same head, `Content-Length` included, as a GET's).
+    fn respond(self, status: &str, content_type: &str, body: &str) -> io::Result<()> {
+        let mut response = format!(
+            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            body.len()
+        );
+        if !content_type.is_empty() {
+            response.push_str(&format!("Content-Type: {content_type}\r\n"));
+        }
+        response.push_str("\r\n");
+        if !self.head_only {
+            response.push_str(body);
+        }
+        self.stream.write_all(response.as_bytes())?;
+        self.stream.flush()
     }
-    response.push_str("\r\n");
-    response.push_str(body);
-    stream.write_all(response.as_bytes())?;
-    stream.flush()
 }

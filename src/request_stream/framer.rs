@@ -142,7 +142,7 @@ impl Framer {
                     held_back = true;
                     break;
                 }
-                State::Head => match parse_head(rest) {
+                State::Head => match parse_head(rest, routes.max_body) {
                     ParsedHead::Partial => break,
                     ParsedHead::Rejected { status, head_only } => {
                         if let Some(log) = &mut self.log {
@@ -229,6 +229,9 @@ impl Framer {
                 return self.respond(answer, routes, date, out);
             }
             out.extend_from_slice(CONTINUE);
+            if let Some(log) = &mut self.log {
+                log.interim(CONTINUE.len());
+            }
         }
         match head.body {
             BodyFraming::Empty => self.respond_to(answer, head, raw_head, b"", routes, date, out),
@@ -239,7 +242,7 @@ impl Framer {
             BodyFraming::Chunked => {
                 self.collect_head(answer, raw_head);
                 self.state = State::Chunked {
-                    decoder: ChunkedDecoder::default(),
+                    decoder: ChunkedDecoder::new(routes.max_body),
                     answer,
                 }
             }
@@ -267,7 +270,7 @@ impl Framer {
             return self.respond(answer, routes, date, out);
         }
         let collected = std::mem::take(&mut self.collected);
-        match parse_head(&collected) {
+        match parse_head(&collected, routes.max_body) {
             ParsedHead::Complete(head, head_len) => {
                 let (raw_head, body) = collected.split_at(head_len);
                 self.respond_to(answer, &head, raw_head, body, routes, date, out);
@@ -363,7 +366,7 @@ impl Framer {
     pub(super) fn written(&mut self, response: &[u8], date: &[u8; DATE_LEN]) {
         if let Some(log) = &mut self.log {
             let (status, body_len) = status_and_body_len(response);
-            log.response(status, body_len, date);
+            log.response(status, response.len(), body_len, date);
         }
         if let Some(metrics) = &self.metrics {
             metrics.response(response);

@@ -85,6 +85,15 @@ impl RequestStream {
         self.framer.log = Some(recorder);
     }
 
+    /// The socket took `len` more bytes of the output: the access log
+    /// records the responses now sent whole (and, when the stream is
+    /// dropped, what was sent of the rest).
+    pub(crate) fn sent(&mut self, len: usize) {
+        if let Some(log) = &mut self.framer.log {
+            log.sent(len);
+        }
+    }
+
     /// Counts every response by its status in `metrics`.
     pub(crate) fn count_to(&mut self, metrics: Arc<PollerMetrics>) {
         self.framer.metrics = Some(metrics);

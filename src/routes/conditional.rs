@@ -1,5 +1,6 @@
 //! The request headers only static files read: `Range` (RFC 9110 §14.2),
-//! `If-Range` (§13.1.5) and `If-Modified-Since` (§13.1.3), found in the raw
+//! `If-Range` (§13.1.5), `If-Modified-Since` (§13.1.3) and `Accept-Encoding`
+//! (§12.5.3, read by [`crate::http::accept_encoding`]), found in the raw
 //! head, which httparse has already validated, and read without allocating.
 //!
 //! Every rule here leans the same way: when a header is malformed, repeated
@@ -7,6 +8,7 @@
 //! always a correct answer; a 206 or a 304 only when the request clearly
 //! asks for it.
 
+use crate::http::accept_encoding::AcceptEncoding;
 use crate::http::http_date::parse_http_date;
 
 /// The static-file headers of one request, each trimmed.
@@ -18,6 +20,8 @@ pub(crate) struct StaticHeaders<'b> {
     pub if_range: Option<&'b [u8]>,
     /// `If-Modified-Since`.
     pub if_modified_since: Option<&'b [u8]>,
+    /// Every `Accept-Encoding` field, taken together.
+    pub accept_encoding: AcceptEncoding,
 }
 
 /// Reads the static-file headers of a complete request head. A header sent
@@ -42,6 +46,8 @@ pub(crate) fn scan_headers(raw_head: &[u8]) -> StaticHeaders<'_> {
         } else if name.eq_ignore_ascii_case(b"if-modified-since") {
             dates += 1;
             found.if_modified_since = Some(value);
+        } else if name.eq_ignore_ascii_case(b"accept-encoding") {
+            found.accept_encoding.add(value);
         }
     }
     if ranges > 1 {
@@ -249,6 +255,10 @@ mod tests {
             found.if_modified_since,
             Some(&b"Sun, 06 Nov 1994 08:49:37 GMT"[..])
         );
+        assert!(!found.accept_encoding.prefers_gzip());
+        let accepting =
+            scan_headers(b"GET / HTTP/1.1\r\nAccept-Encoding: br\r\naccept-encoding: GZIP\r\n\r\n");
+        assert!(accepting.accept_encoding.prefers_gzip());
         assert_eq!(target_query(head), b"x=1&y");
         assert_eq!(target_query(b"GET /a HTTP/1.1\r\n\r\n"), b"");
         assert_eq!(target_query(b"\r\nGET /a? HTTP/1.1\n\n"), b"");

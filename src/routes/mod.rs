@@ -14,6 +14,7 @@ pub(crate) mod request;
 pub(crate) mod responses;
 pub(crate) mod spawns;
 pub(crate) mod static_files;
+pub(crate) mod static_gzip;
 pub(crate) mod static_response;
 pub(crate) mod static_site;
 pub(crate) mod static_table;

@@ -5,7 +5,8 @@
 //!
 //! Files are only ever served from the route table built from this load,
 //! never opened per request, so no request path can reach outside the
-//! directory: a path is a key of the table or a 404. While loading, each
+//! directory: a path (normalized, `percent`) is a key of the table or a
+//! 404, and one whose `..` climbs above the root is a 400. While loading, each
 //! file is resolved with `canonicalize`, and one whose real path lies outside
 //! the directory (a symlink pointing out) is left out. Symlinked directories
 //! are not walked, so a link to an ancestor cannot make the walk loop.
@@ -26,6 +27,7 @@ use bytes::Bytes;
 use log::{debug, info};
 
 use crate::http::date::unix_seconds;
+use crate::routes::static_gzip::add_gzip_copies;
 
 /// The default largest file: 16 MiB.
 pub(crate) const DEFAULT_MAX_FILE: u64 = 16 << 20;
@@ -35,15 +37,16 @@ pub(crate) const DEFAULT_MAX_TOTAL: u64 = 256 << 20;
 const OCTET_STREAM: &str = "application/octet-stream";
 
 /// File extensions (compared case-insensitively) and their content types.
-/// JSON, SVG and WebAssembly take no charset parameter (RFC 8259 defines
-/// none for JSON; SVG declares its own encoding).
-const CONTENT_TYPES: [(&str, &str); 13] = [
+/// JSON, SVG, XML and WebAssembly take no charset parameter (RFC 8259
+/// defines none for JSON; SVG and XML declare their own encoding).
+const CONTENT_TYPES: [(&str, &str); 14] = [
     ("html", "text/html; charset=utf-8"),
     ("css", "text/css; charset=utf-8"),
     ("js", "text/javascript; charset=utf-8"),
     ("txt", "text/plain; charset=utf-8"),
     ("json", "application/json"),
     ("svg", "image/svg+xml"),
+    ("xml", "application/xml"),
     ("png", "image/png"),
     ("jpg", "image/jpeg"),
     ("jpeg", "image/jpeg"),
@@ -150,6 +153,9 @@ pub(crate) struct LoadedFile {
     /// any response: only then is `Last-Modified` a strong validator
     /// (RFC 9110 §8.8.2.2), which `If-Range` may compare.
     pub modified_before_load: bool,
+    /// The content gzip-compressed, for requests that accept it
+    /// (`static_gzip`).
+    pub gzip: Option<Bytes>,
 }
 
 /// Everything one load found.
@@ -184,10 +190,13 @@ pub(crate) fn load(
         },
     };
     loader.walk(dir, b"/")?;
+    add_gzip_copies(&mut loader.loaded.files);
+    let files = &loader.loaded.files;
     info!(
-        "loaded {} static files, {} bytes, from {}",
-        loader.loaded.files.len(),
+        "loaded {} static files, {} bytes, {} with a gzip copy, from {}",
+        files.len(),
         loader.loaded.total,
+        files.iter().filter(|file| file.gzip.is_some()).count(),
         dir.display()
     );
     Ok(loader.loaded)
@@ -284,6 +293,7 @@ impl Loader {
             content_type: content_type(path.extension()),
             last_modified: modified.min(self.loaded_at),
             modified_before_load: modified < self.loaded_at,
+            gzip: None,
         });
         Ok(())
     }
@@ -341,6 +351,7 @@ mod tests {
         assert_eq!(type_of("a.min.JS"), "text/javascript; charset=utf-8");
         assert_eq!(type_of("photo.JPEG"), "image/jpeg");
         assert_eq!(type_of("font.woff2"), "font/woff2");
+        assert_eq!(type_of("feed.XML"), "application/xml");
         for other in ["README", ".html", "a.tar.gz", "a.htm", "a."] {
             assert_eq!(type_of(other), OCTET_STREAM, "{other}");
         }

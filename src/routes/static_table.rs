@@ -3,6 +3,15 @@
 //! (`If-None-Match`, else `If-Modified-Since`), one byte range (`Range`,
 //! guarded by `If-Range`), a 416, or the 301 that adds the `/` a directory's
 //! path lacks. Lookups and choices allocate nothing.
+//!
+//! A file with a gzip copy (`static_gzip`) has two representations, each
+//! with its own strong entity tag (RFC 9110 §8.8.3: a strong tag names one
+//! sequence of bytes, and the copy's bytes differ), and every response of
+//! such a file says `Vary: Accept-Encoding`, so that caches keep them apart.
+//! A request that prefers gzip ([`crate::http::accept_encoding`]) gets the
+//! copy, in full or as a 304 against the copy's tag, unless it sends a
+//! `Range`: ranges, and so the 206 and 416, are of the file as it is, and the
+//! copy's 200 leaves out `Accept-Ranges`.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -17,7 +26,7 @@ use crate::routes::conditional::{
     if_range_matches, not_modified_since, parse_range, scan_headers, target_query, RangeRequest,
 };
 use crate::routes::etag::{if_none_match, strong_etag};
-use crate::routes::percent::normalize_path;
+use crate::routes::percent::{needs_normalizing, normalize_path, AboveRoot};
 use crate::routes::static_files::{LoadedDir, LoadedFile};
 use crate::routes::static_response::{PartialResponse, RedirectResponse};
 
@@ -42,9 +51,15 @@ pub(crate) struct StaticReply {
 enum StaticKind {
     Full,
     NotModified,
-    Part { first: usize, last: usize },
+    Part {
+        first: usize,
+        last: usize,
+    },
     Unsatisfiable,
     Redirect,
+    /// The gzip copy, whole, or a 304 against its tag.
+    GzipFull,
+    GzipNotModified,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +89,14 @@ struct FileResponses {
     last_modified: u64,
     /// `Last-Modified` is a strong validator, which `If-Range` may compare.
     date_is_strong: bool,
+    /// The responses of the gzip copy, when the file has one.
+    gzip: Option<GzipResponses>,
+}
+
+/// The gzip copy's 200, and its tag and 304.
+struct GzipResponses {
+    full: CannedResponse,
+    revalidation: Revalidation,
 }
 
 impl StaticTable {
@@ -108,17 +131,20 @@ impl StaticTable {
 
     /// The answer to `head` (whose raw bytes are `raw_head`), or `None` when
     /// its path names no file or directory here. The path is looked up
-    /// percent-decoded with runs of `/` merged.
+    /// percent-decoded with runs of `/` merged and dot segments removed; one
+    /// that climbs above the root is a 400.
     pub(crate) fn answer(
         &self,
         head: &RequestHead,
         raw_head: &[u8],
     ) -> Option<Result<StaticReply, ErrorStatus>> {
-        let target = if head.path.contains(&b'%') || head.path.windows(2).any(|w| w == b"//") {
+        let target = if needs_normalizing(head.path, true) {
             // A path fits in the request head, so it fits here decoded.
             let mut buf = [0u8; MAX_HEAD_LEN];
-            let path = normalize_path(head.path, &mut buf)?;
-            *self.by_path.get(path)?
+            match normalize_path(head.path, &mut buf) {
+                Ok(path) => *self.by_path.get(path?)?,
+                Err(AboveRoot) => return Some(Err(ErrorStatus::BadRequest)),
+            }
         } else {
             *self.by_path.get(head.path)?
         };
@@ -151,11 +177,16 @@ impl StaticTable {
             return redirect.write(out, target_query(raw_head), date, persistence, head_only);
         }
         let file = &self.files[reply.target];
-        let canned = match reply.kind {
-            StaticKind::Full | StaticKind::Redirect => &file.full,
-            StaticKind::NotModified => &file.revalidation.not_modified,
-            StaticKind::Unsatisfiable => &file.unsatisfiable,
-            StaticKind::Part { first, last } => {
+        let canned = match (reply.kind, &file.gzip) {
+            (StaticKind::GzipFull, Some(gzip)) => &gzip.full,
+            (StaticKind::GzipNotModified, Some(gzip)) => &gzip.revalidation.not_modified,
+            // The gzip kinds are only chosen for a file with a copy.
+            (StaticKind::Full | StaticKind::Redirect | StaticKind::GzipFull, _) => &file.full,
+            (StaticKind::NotModified | StaticKind::GzipNotModified, _) => {
+                &file.revalidation.not_modified
+            }
+            (StaticKind::Unsatisfiable, _) => &file.unsatisfiable,
+            (StaticKind::Part { first, last }, _) => {
                 let content = &file.content;
                 return file
                     .partial
@@ -166,26 +197,68 @@ impl StaticTable {
     }
 }
 
+impl GzipResponses {
+    /// The copy `compressed` of a file of `content_type` last modified at
+    /// `last_modified` (formatted), with its own tag.
+    fn new(compressed: Bytes, content_type: &str, last_modified: &str) -> GzipResponses {
+        let etag = strong_etag(&compressed);
+        let validators = [
+            ("Last-Modified", last_modified),
+            ("ETag", &*etag),
+            ("Vary", "Accept-Encoding"),
+        ];
+        let headers = [
+            ("Content-Type", content_type),
+            ("Content-Encoding", "gzip"),
+            ("Last-Modified", last_modified),
+            ("ETag", &*etag),
+            ("Vary", "Accept-Encoding"),
+        ];
+        GzipResponses {
+            full: CannedResponse::new(200, "OK", &headers, compressed),
+            revalidation: Revalidation {
+                etag: etag.as_bytes().into(),
+                not_modified: CannedResponse::not_modified(&validators),
+            },
+        }
+    }
+}
+
 impl FileResponses {
     fn new(file: LoadedFile) -> FileResponses {
         let etag = strong_etag(&file.content);
         let last_modified =
             String::from_utf8_lossy(&format_imf_fixdate(file.last_modified)).into_owned();
-        let validators = [("Last-Modified", &*last_modified), ("ETag", &*etag)];
-        let mut headers = vec![("Content-Type", file.content_type)];
-        headers.extend(validators);
-        headers.push(("Accept-Ranges", "bytes"));
+        // Every response of a file with two representations says so.
+        let vary: &[(&str, &str)] = match file.gzip {
+            Some(_) => &[("Vary", "Accept-Encoding")],
+            None => &[],
+        };
+        let mut validators = vec![("Last-Modified", &*last_modified), ("ETag", &*etag)];
+        validators.extend_from_slice(vary);
+        let mut headers = vec![
+            ("Content-Type", file.content_type),
+            ("Last-Modified", &*last_modified),
+            ("ETag", &*etag),
+            ("Accept-Ranges", "bytes"),
+        ];
+        headers.extend_from_slice(vary);
         let content_range = format!("bytes */{}", file.content.len());
+        let mut unsatisfiable_headers = vec![
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Accept-Ranges", "bytes"),
+            ("Content-Range", &content_range),
+        ];
+        unsatisfiable_headers.extend_from_slice(vary);
         let unsatisfiable = CannedResponse::new(
             416,
             "Range Not Satisfiable",
-            &[
-                ("Content-Type", "text/plain; charset=utf-8"),
-                ("Accept-Ranges", "bytes"),
-                ("Content-Range", &content_range),
-            ],
+            &unsatisfiable_headers,
             Bytes::from_static(b"416 Range Not Satisfiable\n"),
         );
+        let gzip = file
+            .gzip
+            .map(|copy| GzipResponses::new(copy, file.content_type, &last_modified));
         FileResponses {
             full: CannedResponse::new(200, "OK", &headers, file.content.clone()),
             partial: PartialResponse::new(&headers),
@@ -197,24 +270,38 @@ impl FileResponses {
             content: file.content,
             last_modified: file.last_modified,
             date_is_strong: file.modified_before_load,
+            gzip,
         }
     }
 
     /// The response a GET or HEAD gets, by RFC 9110 §13.2.2's order: a
-    /// matching `If-None-Match`, or without one a satisfied
-    /// `If-Modified-Since`, gets 304; then a `Range` whose `If-Range` (if
-    /// any) matches gets its part or 416; everything else the whole file.
+    /// matching `If-None-Match` (against the tag of the representation
+    /// chosen: the gzip copy for a request that prefers it and sends no
+    /// `Range`), or without one a satisfied `If-Modified-Since`, gets 304;
+    /// then a `Range` whose `If-Range` (if any) matches gets its part or
+    /// 416; everything else the whole file, or its gzip copy.
     fn choose(&self, head: &RequestHead, raw_head: &[u8]) -> StaticKind {
         let headers = scan_headers(raw_head);
         // Read only when a date needs it.
         let now = || unix_seconds(SystemTime::now());
+        let gzip = self
+            .gzip
+            .as_ref()
+            .filter(|_| headers.range.is_none() && headers.accept_encoding.prefers_gzip());
+        let etag = match gzip {
+            Some(gzip) => &gzip.revalidation.etag,
+            None => &self.revalidation.etag,
+        };
         let not_modified = match (head.if_none_match, headers.if_modified_since) {
-            (Some(tags), _) => if_none_match(tags, &self.revalidation.etag),
+            (Some(tags), _) => if_none_match(tags, etag),
             (None, Some(date)) => not_modified_since(date, self.last_modified, now()),
             (None, None) => false,
         };
-        if not_modified {
-            return StaticKind::NotModified;
+        match (not_modified, gzip.is_some()) {
+            (true, true) => return StaticKind::GzipNotModified,
+            (false, true) => return StaticKind::GzipFull,
+            (true, false) => return StaticKind::NotModified,
+            (false, false) => {}
         }
         let Some(range) = headers.range else {
             return StaticKind::Full;

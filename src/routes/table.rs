@@ -2,9 +2,9 @@
 //! paths (exact, or prefixes ending `/*`) to what answers each method there
 //! (a canned response, a handler, an actor), the canned error responses, and
 //! the static site served ahead of them. Paths are looked up
-//! percent-decoded; a canned route answers a matching `If-None-Match` with
-//! its canned 304 (`*` matches any route, a list of tags only a route with
-//! an entity tag).
+//! percent-decoded and without dot segments (`percent`); a canned route
+//! answers a matching `If-None-Match` with its canned 304 (`*` matches any
+//! route, a list of tags only a route with an entity tag).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use uppercut::api::AnyActor;
 
 use crate::http::method::Method;
-use crate::http::request::{RequestHead, MAX_HEAD_LEN};
+use crate::http::request::{RequestHead, MAX_BODY_LEN, MAX_HEAD_LEN};
 use crate::http::response::CannedResponse;
 use crate::http::status::not_allowed;
 use crate::http::status::ErrorStatus;
@@ -23,7 +23,7 @@ use crate::routes::etag;
 use crate::routes::handler::Handler;
 use crate::routes::handler::Response;
 use crate::routes::path_entry::{Entry, Target};
-use crate::routes::percent::decode_path;
+use crate::routes::percent::{needs_normalizing, route_path, AboveRoot};
 use crate::routes::request::Request;
 use crate::routes::spawns::ActorSpec;
 use crate::routes::static_files::{StaticFilesError, StaticLimits};
@@ -116,6 +116,8 @@ pub struct Routes {
     pub(crate) static_site: Option<Arc<StaticSite>>,
     #[cfg(feature = "fault-injection")]
     panic_path: Option<Box<[u8]>>,
+    /// The most bytes a request body may carry (`Config::max_body`).
+    pub(crate) max_body: u64,
 }
 
 impl Default for Routes {
@@ -141,6 +143,7 @@ impl Routes {
             static_site: None,
             #[cfg(feature = "fault-injection")]
             panic_path: None,
+            max_body: MAX_BODY_LEN,
         }
     }
 
@@ -325,6 +328,12 @@ impl Routes {
         self.insert(path, methods, target);
     }
 
+    /// Refuses request bodies over `max_body` bytes with 413.
+    pub(crate) fn with_max_body(mut self, max_body: u64) -> Routes {
+        self.max_body = max_body;
+        self
+    }
+
     /// Test builds only: a request for `path` panics inside the connection
     /// actor, to show that a panic closes that connection and no other.
     #[cfg(feature = "fault-injection")]
@@ -380,7 +389,7 @@ impl Routes {
         if matches!(head.form, TargetForm::Asterisk | TargetForm::Authority) {
             return Err(ErrorStatus::MethodNotAllowed);
         }
-        let Some(index) = self.entry_index(head.path) else {
+        let Some(index) = self.entry_index(head.path)? else {
             return Err(ErrorStatus::NotFound);
         };
         let entry = &self.entries[index];
@@ -419,10 +428,11 @@ impl Routes {
         answer
     }
 
-    /// The entry for `path`, looked up percent-decoded: the exact path's,
-    /// or the longest prefix's. A path that decodes to nothing a route
-    /// could be keyed by (see [`decode_path`]) has none.
-    fn entry_index(&self, path: &[u8]) -> Option<usize> {
+    /// The entry for `path`, looked up percent-decoded and without dot
+    /// segments ([`route_path`]): the exact path's, or the longest
+    /// prefix's. A path that decodes to nothing a route could be keyed by
+    /// has none; one that climbs above the root is a 400.
+    fn entry_index(&self, path: &[u8]) -> Result<Option<usize>, ErrorStatus> {
         let lookup = |path: &[u8]| {
             self.by_path.get(path).copied().or_else(|| {
                 self.prefixes
@@ -431,12 +441,15 @@ impl Routes {
                     .map(|(_, index)| *index)
             })
         };
-        if !path.contains(&b'%') {
-            return lookup(path);
+        if !needs_normalizing(path, false) {
+            return Ok(lookup(path));
         }
         // A path fits in the request head, so it fits here decoded.
         let mut decoded = [0u8; MAX_HEAD_LEN];
-        lookup(decode_path(path, &mut decoded)?)
+        match route_path(path, &mut decoded) {
+            Ok(normal) => Ok(normal.and_then(lookup)),
+            Err(AboveRoot) => Err(ErrorStatus::BadRequest),
+        }
     }
 
     pub(crate) fn handler_at(&self, index: usize) -> &Handler {

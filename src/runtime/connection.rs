@@ -236,6 +236,7 @@ impl Connection {
                 // One try: a client this slow gets no more of our time.
                 let written = write_until_blocked(&mut self.socket, &scratch.output)?;
                 self.count(|m| &m.bytes_sent, written);
+                self.stream.sent(written);
                 Ok(Flow::Close)
             }
             Some(Expiry::Idle) => {

@@ -63,7 +63,7 @@ pub struct Server {
 impl Server {
     /// Binds the listeners, loads the static directory if `config` names
     /// one, and starts the pollers; returns once the server accepts
-    /// connections. Its threads start with SIGINT, SIGTERM and SIGHUP
+    /// connections. Its threads start with SIGINT, SIGTERM, SIGHUP and SIGUSR1
     /// blocked: see [`Server::run_until_signal`].
     pub fn start(config: &Config, routes: Routes) -> io::Result<Server> {
         // Every thread started below inherits the mask.
@@ -92,7 +92,7 @@ impl Server {
             Some(upstream) => routes.with_upstream(UPSTREAM_PATH, upstream.timeout),
             None => routes,
         };
-        let routes = Arc::new(routes);
+        let routes = Arc::new(routes.with_max_body(config.max_body));
         let access_log = config
             .access_log
             .as_ref()
@@ -202,7 +202,7 @@ impl Server {
         self.local_addr
     }
 
-    /// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread for good,
+    /// Blocks SIGINT, SIGTERM, SIGHUP and SIGUSR1 in the calling thread for good,
     /// and so in every thread it starts from then on. Call it first in
     /// `main` when the program ends with [`Server::run_until_signal`]:
     /// otherwise a signal that arrives before that call (say, right after
@@ -221,12 +221,17 @@ impl Server {
     /// Serves until SIGINT or SIGTERM, then shuts down as
     /// [`Server::shutdown`] does within `Config::shutdown_timeout`; SIGHUP
     /// meanwhile reloads the static directory (a failed reload keeps the
-    /// files already served). True when everything finished in time.
+    /// files already served), and SIGUSR1 reopens the access log file (after
+    /// logrotate has moved it). True when everything finished in time.
     pub fn run_until_signal(self) -> bool {
         let blocked = Blocked::here();
         let signal = loop {
             match blocked.wait() {
                 Signal::Reload => self.reload(),
+                Signal::Reopen => match &self.access_log {
+                    Some(log) => log.reopen(),
+                    None => info!("SIGUSR1: no access log to reopen"),
+                },
                 Signal::Stop(signal) => break signal,
             }
         };

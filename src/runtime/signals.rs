@@ -1,5 +1,6 @@
-//! The signals a server answers: SIGINT and SIGTERM (drain, then stop) and
-//! SIGHUP (reload the static directory). The server's threads start with
+//! The signals a server answers: SIGINT and SIGTERM (drain, then stop),
+//! SIGHUP (reload the static directory) and SIGUSR1 (reopen the access log,
+//! logrotate's convention, as for nginx). The server's threads start with
 //! them blocked, so that they are taken by `wait` in the thread that runs
 //! [`Server::run_until_signal`](crate::Server::run_until_signal), instead
 //! of killing the process wherever they land.
@@ -11,6 +12,8 @@ pub(crate) enum Signal {
     Stop(i32),
     /// SIGHUP: reload.
     Reload,
+    /// SIGUSR1: reopen the access log.
+    Reopen,
 }
 
 /// The set of signals the server answers.
@@ -22,6 +25,7 @@ fn server_signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
         set
     }
 }
@@ -57,6 +61,7 @@ impl Blocked {
         while unsafe { libc::sigwait(&set, &mut signal) } != 0 {}
         match signal {
             libc::SIGHUP => Signal::Reload,
+            libc::SIGUSR1 => Signal::Reopen,
             other => Signal::Stop(other),
         }
     }

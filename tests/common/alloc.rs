@@ -48,6 +48,25 @@ pub fn during(work: impl FnOnce()) -> (usize, usize) {
     (counted, allowed)
 }
 
+/// Allocations anywhere in the process while one request is answered on a
+/// fresh connection to `addr`: the server's accept and connection state
+/// allocate on its own threads (whatever the dispatch), and the client side
+/// here allocates nothing, so a count above zero shows that the counter
+/// sees the server's threads. (The round trips of `system` dispatch prove
+/// nothing of the kind: when a connection finds the next batch before its
+/// socket runs dry, no envelope, and no allocation, goes through uppercut.)
+pub fn during_a_fresh_connection(addr: SocketAddr) -> usize {
+    let mut chunk = [0u8; 4096];
+    let (counted, _) = during(|| {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        while stream.read(&mut chunk).unwrap() > 0 {}
+    });
+    counted
+}
+
 /// Allocations made anywhere in the process while one keep-alive connection
 /// to `addr` does `requests` round trips of `pipelined`, after checking that
 /// its responses start with `statuses` and a warm-up (thread-local scratch

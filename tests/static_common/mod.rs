@@ -72,13 +72,14 @@ impl Drop for TempTree {
     }
 }
 
-pub const TYPED: [(&str, &str); 16] = [
+pub const TYPED: [(&str, &str); 17] = [
     ("t.html", "text/html; charset=utf-8"),
     ("t.css", "text/css; charset=utf-8"),
     ("t.js", "text/javascript; charset=utf-8"),
     ("t.json", "application/json"),
     ("t.txt", "text/plain; charset=utf-8"),
     ("t.svg", "image/svg+xml"),
+    ("t.xml", "application/xml"),
     ("t.png", "image/png"),
     ("t.jpg", "image/jpeg"),
     ("t.jpeg", "image/jpeg"),

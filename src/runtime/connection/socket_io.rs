@@ -105,6 +105,7 @@ impl Connection {
         let written = write_until_blocked(&mut self.socket, batch);
         if let Ok(written) = written {
             self.count(|m| &m.bytes_sent, written);
+            self.stream.sent(written);
             self.wrote |= written > 0;
             self.output.extend_from_slice(&batch[written..]);
         }
@@ -116,6 +117,7 @@ impl Connection {
     pub(super) fn flush(&mut self) -> io::Result<bool> {
         let written = write_until_blocked(&mut self.socket, &self.output)?;
         self.count(|m| &m.bytes_sent, written);
+        self.stream.sent(written);
         self.wrote |= written > 0;
         self.output.advance(written);
         if self.output.is_empty() {
