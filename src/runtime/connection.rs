@@ -13,6 +13,7 @@ mod socket_io;
 
 use std::cell::RefCell;
 use std::io;
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +91,8 @@ pub(crate) struct Connection {
     /// Draining: a head that was still arriving has been judged (see
     /// `wait_for_input`).
     head_judged: bool,
+    /// Counted closed (see `end`).
+    ended: bool,
 }
 
 impl Connection {
@@ -118,6 +121,7 @@ impl Connection {
             mailbox: Arc::default(),
             lingering: false,
             head_judged: false,
+            ended: false,
         }
     }
 
@@ -368,11 +372,29 @@ impl Connection {
             if let Err(e) = self.shared.registry.deregister(&mut self.socket) {
                 debug!("deregister {:?}: {e}", self.token);
             }
+            // Uppercut drops a stopped actor (and so closes its socket) only
+            // once a worker takes the stop, which can wait while every
+            // worker is blocked in its poller's `poll`: the client must see
+            // the end now.
+            self.end();
+            let _ = self.socket.shutdown(Shutdown::Both);
             // Sent while this wake is still outstanding: see `wakeup`.
             to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);
         }
         sender.stop(sender.me());
         self.handled(1 + unhandled);
+    }
+
+    /// The connection is over: the call it waited for ends (so its poller
+    /// does not keep looking for an answer nobody waits for), and it is
+    /// counted closed, once, before the client can see the end.
+    fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        self.end_call();
+        self.count(|m| &m.closed, 1);
     }
 
     /// Adds `n` to one of the poller's counters, with `--metrics`.
@@ -390,15 +412,11 @@ impl Connection {
     }
 }
 
-/// Counted closed here, before the socket closes (it is dropped after this),
-/// so a client that saw the close also sees it counted, on every way out:
-/// closing itself, a panic, or the server stopping. The call it waited
-/// for, if any, ends here too on every way out, so its poller does not
-/// keep polling for an answer nobody waits for.
+/// Ended here at the latest, before the socket closes (it is dropped after
+/// this), on every way out: closing itself, a panic, or the server stopping.
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.end_call();
-        self.count(|m| &m.closed, 1);
+        self.end();
     }
 }
 

@@ -11,6 +11,9 @@ use std::time::Instant;
 
 use super::Client;
 
+/// How long the probe waits for the server.
+const IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// The system allocator, counting allocations and reallocations.
 pub struct Counting;
 
@@ -59,10 +62,12 @@ pub fn during_a_fresh_connection(addr: SocketAddr) -> usize {
     let mut chunk = [0u8; 4096];
     let (counted, _) = during(|| {
         let mut stream = TcpStream::connect(addr).unwrap();
+        // A stalled server fails the test instead of hanging it.
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         stream
             .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             .unwrap();
-        while stream.read(&mut chunk).unwrap() > 0 {}
+        while stream.read(&mut chunk).expect("the answer, then the end") > 0 {}
     });
     counted
 }
