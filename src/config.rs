@@ -74,6 +74,9 @@ pub struct UpstreamConfig {
 }
 
 impl UpstreamConfig {
+    /// Where the server answers with the upstream's JSON.
+    pub const ROUTE: &'static str = crate::routes::table::UPSTREAM_ROUTE;
+
     /// Defaults for everything but where the upstream is.
     pub fn new(addr: SocketAddr, host: &str, path: &str) -> UpstreamConfig {
         UpstreamConfig {

@@ -1,6 +1,6 @@
 //! What every mio event loop here stands on, the pollers' and the upstream
-//! pool's alike: a slab whose keys are tokens, the socket write loop, and
-//! which accept errors mean the process is out of resources.
+//! pool's alike: the socket write loop, and which accept errors mean the
+//! process is out of resources. (Connections are kept by token in the
+//! `slab` crate's slab, tokio's own.)
 
-pub(crate) mod slab;
 pub(crate) mod socket;

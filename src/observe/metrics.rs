@@ -6,8 +6,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::config::Dispatch;
-
 /// The statuses the server sends, each counted in its own slot; anything
 /// else (a status an upstream failure maps to that is not listed) goes to
 /// one more slot, reported as `code="other"`.
@@ -92,9 +90,11 @@ pub(crate) struct PollerMetrics {
 }
 
 impl PollerMetrics {
-    pub(crate) fn new(dispatch: Dispatch) -> PollerMetrics {
+    /// Counters for one poller; `exclusive` when only one thread at a time
+    /// writes them (plain loads and stores), else atomic adds.
+    pub(crate) fn new(exclusive: bool) -> PollerMetrics {
         PollerMetrics {
-            exclusive: dispatch == Dispatch::Local,
+            exclusive,
             ..PollerMetrics::default()
         }
     }
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_response_lands_in_its_status_slot() {
-        let metrics = PollerMetrics::new(Dispatch::System);
+        let metrics = PollerMetrics::new(false);
         metrics.response(b"HTTP/1.1 404 Not Found\r\n\r\n");
         metrics.response(b"HTTP/1.1 404 Not Found\r\n\r\n");
         metrics.response(b"HTTP/1.1 299 Odd\r\n\r\n");
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn local_counting_adds_like_system_counting() {
-        let local = PollerMetrics::new(Dispatch::Local);
+        let local = PollerMetrics::new(true);
         local.add(&local.bytes_sent, 5);
         local.add(&local.bytes_sent, 7);
         assert_eq!(local.bytes_sent.load(Ordering::Relaxed), 12);

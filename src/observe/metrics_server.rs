@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use log::{debug, warn};
 
-use crate::config::Dispatch;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_text::{self, CONTENT_TYPE};
 use crate::observe::process_stats::ProcessStats;
@@ -34,7 +33,7 @@ impl MetricsServer {
     pub(crate) fn start(
         addr: SocketAddr,
         pollers: Vec<Arc<PollerMetrics>>,
-        dispatch: Dispatch,
+        envelopes: bool,
     ) -> io::Result<MetricsServer> {
         let listener = TcpListener::bind(addr).map_err(|e| {
             io::Error::new(
@@ -47,7 +46,7 @@ impl MetricsServer {
         let flag = Arc::clone(&stopping);
         let thread = thread::Builder::new()
             .name("metrics".into())
-            .spawn(move || serve(&listener, &pollers, dispatch, &flag))?;
+            .spawn(move || serve(&listener, &pollers, envelopes, &flag))?;
         Ok(MetricsServer {
             addr,
             stopping,
@@ -91,7 +90,7 @@ impl Drop for MetricsServer {
 fn serve(
     listener: &TcpListener,
     pollers: &[Arc<PollerMetrics>],
-    dispatch: Dispatch,
+    envelopes: bool,
     stopping: &AtomicBool,
 ) {
     loop {
@@ -101,7 +100,7 @@ fn serve(
         }
         match accepted {
             Ok((stream, _)) => {
-                if let Err(e) = answer(stream, pollers, dispatch) {
+                if let Err(e) = answer(stream, pollers, envelopes) {
                     debug!("/metrics: {e}");
                 }
             }
@@ -122,7 +121,7 @@ fn serve(
 fn answer(
     mut stream: TcpStream,
     pollers: &[Arc<PollerMetrics>],
-    dispatch: Dispatch,
+    envelopes: bool,
 ) -> io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
@@ -153,7 +152,7 @@ fn answer(
         head_only,
     };
     if (head_only || method == Some(b"GET")) && path == Some(b"/metrics") {
-        let page = metrics_text::render(pollers, dispatch, &ProcessStats::read());
+        let page = metrics_text::render(pollers, envelopes, &ProcessStats::read());
         out.respond("200 OK", CONTENT_TYPE, &page)
     } else {
         out.respond("404 Not Found", "text/plain; charset=utf-8", "not found\n")

@@ -6,17 +6,17 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::config::Dispatch;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind, UpstreamResult, STATUS_CODES};
 use crate::observe::process_stats::ProcessStats;
 
 /// The `Content-Type` of the page.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Renders the page for `pollers` (in poller order) and `process`.
+/// Renders the page for `pollers` (in poller order) and `process`; with
+/// `envelopes`, the envelopes each poller sent through uppercut's scheduler.
 pub(crate) fn render(
     pollers: &[Arc<PollerMetrics>],
-    dispatch: Dispatch,
+    envelopes: bool,
     process: &ProcessStats,
 ) -> String {
     let mut page = Page {
@@ -129,7 +129,7 @@ pub(crate) fn render(
         }
     }
 
-    if dispatch == Dispatch::System {
+    if envelopes {
         page.family(
             "uppercut_scheduler_envelopes_total",
             "counter",

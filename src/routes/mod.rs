@@ -15,6 +15,7 @@ pub(crate) mod responses;
 pub(crate) mod spawns;
 pub(crate) mod static_files;
 pub(crate) mod static_gzip;
+pub(crate) mod static_loaded;
 pub(crate) mod static_response;
 pub(crate) mod static_site;
 pub(crate) mod static_table;

@@ -28,6 +28,7 @@ use log::{debug, info};
 
 use crate::http::date::unix_seconds;
 use crate::routes::static_gzip::add_gzip_copies;
+use crate::routes::static_loaded::{LoadedDir, LoadedFile};
 
 /// The default largest file: 16 MiB.
 pub(crate) const DEFAULT_MAX_FILE: u64 = 16 << 20;
@@ -138,36 +139,6 @@ fn read_error(path: &Path) -> impl FnOnce(io::Error) -> StaticFilesError + '_ {
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// A loaded file.
-pub(crate) struct LoadedFile {
-    /// The request paths it answers at: its path under the directory, and for
-    /// an `index.html` the path of its directory, ending in `/`.
-    pub url_paths: Vec<Vec<u8>>,
-    pub content: Bytes,
-    pub content_type: &'static str,
-    /// Its mtime in seconds, but never later than the load.
-    pub last_modified: u64,
-    /// The mtime lies in a second before the load, so before the `Date` of
-    /// any response: only then is `Last-Modified` a strong validator
-    /// (RFC 9110 §8.8.2.2), which `If-Range` may compare.
-    pub modified_before_load: bool,
-    /// The content gzip-compressed, for requests that accept it
-    /// (`static_gzip`).
-    pub gzip: Option<Bytes>,
-}
-
-/// Everything one load found.
-pub(crate) struct LoadedDir {
-    pub files: Vec<LoadedFile>,
-    /// The request path of every directory walked below the root, without
-    /// its final `/`.
-    pub dirs: Vec<Vec<u8>>,
-    /// Dotfiles and dot-directories left out (their contents not counted).
-    pub skipped_dotfiles: usize,
-    /// Bytes loaded.
-    pub total: u64,
 }
 
 /// Loads every regular file under `dir` within `limits`; dotfiles too when

@@ -27,7 +27,7 @@ use crate::routes::conditional::{
 };
 use crate::routes::etag::{if_none_match, strong_etag};
 use crate::routes::percent::{needs_normalizing, normalize_path, AboveRoot};
-use crate::routes::static_files::{LoadedDir, LoadedFile};
+use crate::routes::static_loaded::{LoadedDir, LoadedFile};
 use crate::routes::static_response::{PartialResponse, RedirectResponse};
 
 /// How a route with an entity tag answers a conditional request.

@@ -30,6 +30,9 @@ use crate::routes::static_files::{StaticFilesError, StaticLimits};
 use crate::routes::static_site::StaticSite;
 use crate::routes::static_table::StaticReply;
 
+/// Where the server answers with `--upstream`'s JSON.
+pub(crate) const UPSTREAM_ROUTE: &str = "/io";
+
 /// How long an actor route waits for its actor's answer by default.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -300,13 +303,14 @@ impl Routes {
         self
     }
 
-    /// Answers GET and HEAD at exactly `path` with the upstream's JSON,
+    /// Answers GET and HEAD at [`UPSTREAM_ROUTE`] with the upstream's JSON,
     /// through the poller's own upstream pool, which times requests out
     /// itself after `timeout`.
-    pub(crate) fn with_upstream(mut self, path: &str, timeout: Duration) -> Routes {
+    pub(crate) fn with_upstream(mut self, timeout: Duration) -> Routes {
         // The pool's own 504 names the cause; this one is a backstop.
         let timeout = timeout + Duration::from_secs(1);
-        self.insert_call(&[Method::Get], path, CallTarget::Upstream, timeout);
+        let target = CallTarget::Upstream;
+        self.insert_call(&[Method::Get], UPSTREAM_ROUTE, target, timeout);
         self
     }
 

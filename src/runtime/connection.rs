@@ -13,8 +13,7 @@ mod socket_io;
 
 use std::cell::RefCell;
 use std::io;
-use std::net::Shutdown;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,18 +25,17 @@ use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::actors::blocking_handler::HandlerJob;
 use crate::actors::house::CallPath;
-use crate::config::Dispatch;
 use crate::http::date::DATE_LEN;
 use crate::net::socket::write_until_blocked;
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::actor::ActorRequest;
-use crate::routes::reply::{self, Outcome, ReplyTo};
+use crate::routes::reply::{self, Outcome};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::shared::Shared;
 use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
-use crate::runtime::wakeup::{Closed, Mailbox, Wake, EXPIRE, HANGUP, READY, REPLY};
+use crate::runtime::wakeup::{Mailbox, Wake, EXPIRE, HANGUP, READY, REPLY};
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
@@ -71,6 +69,8 @@ pub(crate) struct Connection {
     socket: TcpStream,
     token: Token,
     shared: Arc<Shared>,
+    /// How it reads, and deals with its poller, in its dispatch mode.
+    mode: &'static dyn ConnectionMode,
     stream: RequestStream,
     output: BytesMut,
     /// WRITABLE is registered: output is backed up.
@@ -97,20 +97,26 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// A connection for a socket already registered READABLE under `token`.
-    pub(crate) fn new(socket: TcpStream, token: Token, shared: Arc<Shared>) -> Connection {
-        let timer = ConnectionTimer::new(shared.clock.now_ms(), &shared.timeouts);
+    pub(crate) fn new(
+        socket: TcpStream,
+        token: Token,
+        shared: Arc<Shared>,
+        mode: &'static dyn ConnectionMode,
+    ) -> Connection {
+        let timer = ConnectionTimer::new(shared.now_ms(), shared.timeouts());
         let mut stream = RequestStream::default();
-        if let Some(log) = &shared.access_log {
+        if let Some(log) = shared.access_log() {
             let peer = socket.peer_addr().ok().map(|peer| peer.ip());
             stream.log_to(AccessRecorder::new(log, peer));
         }
-        if let Some(metrics) = &shared.metrics {
+        if let Some(metrics) = shared.metrics() {
             stream.count_to(Arc::clone(metrics));
         }
         Connection {
             socket,
             token,
             shared,
+            mode,
             stream,
             output: BytesMut::new(),
             writable_interest: false,
@@ -149,8 +155,8 @@ impl Connection {
         sender: &dyn AnySender,
     ) -> io::Result<Flow> {
         self.end_call();
-        let date = self.shared.date.current();
-        let routes = &self.shared.routes;
+        let date = self.shared.date();
+        let routes = self.shared.routes();
         self.stream
             .complete_call(end, routes, &date, &mut scratch.output);
         self.run_calls(&date, scratch, sender);
@@ -168,7 +174,7 @@ impl Connection {
             };
             let end = CallEnd::Outcome(outcome);
             self.stream
-                .complete_call(end, &self.shared.routes, date, &mut scratch.output);
+                .complete_call(end, self.shared.routes(), date, &mut scratch.output);
         }
     }
 
@@ -178,23 +184,17 @@ impl Connection {
     /// poller's reply queue.
     fn send_call(&mut self, call: Call, sender: &dyn AnySender) -> Option<Outcome> {
         let shared = &*self.shared;
-        let id = shared.call_ids.fetch_add(1, Ordering::Relaxed) + 1;
-        let timeout = shared.routes.actor_routes()[call.actor].timeout;
+        let (id, reply_to) = shared.new_call(self.token.0);
+        let timeout = shared.routes().actor_routes()[call.actor].timeout;
         self.call = Some(AwaitedCall { id, timeout });
         self.mailbox.await_call(id);
-        let reply_to = ReplyTo {
-            replies: Arc::clone(&shared.replies),
-            key: self.token.0,
-            call: id,
-        };
         let (data, head_len) = (call.data, call.head_len);
         let request =
             ActorRequest::new(call.method, data, head_len, call.path, call.query, reply_to);
-        match &shared.paths[call.actor] {
+        match shared.call_path(call.actor) {
             CallPath::Cell(cell) => {
-                let queue = Arc::as_ptr(&shared.replies) as usize;
-                let expected = reply::expect(queue, id);
-                let context = shared.house.context(shared.index, sender);
+                let expected = reply::expect(shared.reply_queue_id(), id);
+                let context = shared.actor_context(sender);
                 context.deliver(cell, Envelope::of(request));
                 let outcome = expected.finish()?;
                 // Answered here: the mailbox never saw it.
@@ -213,7 +213,7 @@ impl Connection {
             }
             // The poller's own upstream pool.
             CallPath::Upstream => {
-                to_poller(shared, Envelope::of(request), sender);
+                self.mode.to_poller(shared, Envelope::of(request), sender);
                 None
             }
         }
@@ -230,13 +230,13 @@ impl Connection {
     /// The deadline passed when the poller swept: if it still stands, close,
     /// answering 408 to a request that did not arrive in time.
     fn expire(&mut self, scratch: &mut Scratch, sender: &dyn AnySender) -> io::Result<Flow> {
-        match self.timer.expired(self.shared.clock.now_ms()) {
+        match self.timer.expired(self.shared.now_ms()) {
             None => Ok(Flow::Open),
             Some(Expiry::Request) => {
                 self.count_timeout(TimeoutKind::Header);
-                let date = self.shared.date.current();
+                let date = self.shared.date();
                 self.stream
-                    .time_out(&self.shared.routes, &date, &mut scratch.output);
+                    .time_out(self.shared.routes(), &date, &mut scratch.output);
                 // One try: a client this slow gets no more of our time.
                 let written = write_until_blocked(&mut self.socket, &scratch.output)?;
                 self.count(|m| &m.bytes_sent, written);
@@ -313,7 +313,7 @@ impl Connection {
     /// (`wait_for_input`). A connection between requests closes at once,
     /// and one with requests pipelined is answered to the end of them.
     pub(super) fn note_phase(&mut self) {
-        if self.shared.server.phase() == Phase::Running {
+        if self.shared.phase() == Phase::Running {
             return;
         }
         if !self.stream.is_awaiting_head() {
@@ -349,40 +349,20 @@ impl Connection {
             awaiting: self.call.map(|call| call.timeout),
             lingering: self.lingering,
         };
-        let now = self.shared.clock.now_ms();
-        self.timer.update(now, activity, &self.shared.timeouts);
+        let now = self.shared.now_ms();
+        self.timer.update(now, activity, self.shared.timeouts());
     }
 
-    /// `system` dispatch: this wake (and `wakes - 1` more that will never
-    /// be handled) is done.
-    fn handled(&self, wakes: usize) {
-        if self.shared.dispatch == Dispatch::System {
-            self.shared.outstanding.done(wakes);
-        }
-    }
-
-    /// Ends the connection. In `system` dispatch its token may be reused
-    /// before uppercut drops the actor (and the socket), so the socket leaves
-    /// the poll set now.
+    /// Ends the connection: counted closed, detached from its poller as its
+    /// mode needs, its actor stopped, and its wake (and those sent since
+    /// its last look at the mailbox, which will never be handled) done.
     fn close(&mut self, sender: &mut dyn AnySender) {
         let unhandled = usize::from(self.mailbox.close());
-        // In `local` dispatch the poller drops the connection, socket and
-        // all, as soon as this returns.
-        if self.shared.dispatch == Dispatch::System {
-            if let Err(e) = self.shared.registry.deregister(&mut self.socket) {
-                debug!("deregister {:?}: {e}", self.token);
-            }
-            // Uppercut drops a stopped actor (and so closes its socket) only
-            // once a worker takes the stop, which can wait while every
-            // worker is blocked in its poller's `poll`: the client must see
-            // the end now.
-            self.end();
-            let _ = self.socket.shutdown(Shutdown::Both);
-            // Sent while this wake is still outstanding: see `wakeup`.
-            to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);
-        }
+        self.end();
+        self.mode
+            .detach(&self.shared, &mut self.socket, self.token, sender);
         sender.stop(sender.me());
-        self.handled(1 + unhandled);
+        self.mode.handled(&self.shared, 1 + unhandled);
     }
 
     /// The connection is over: the call it waited for ends (so its poller
@@ -400,13 +380,11 @@ impl Connection {
     /// Adds `n` to one of the poller's counters, with `--metrics`.
     #[inline]
     fn count(&self, counter: fn(&PollerMetrics) -> &AtomicU64, n: usize) {
-        if let Some(metrics) = &self.shared.metrics {
-            metrics.add(counter(metrics), n as u64);
-        }
+        self.shared.count(counter, n);
     }
 
     fn count_timeout(&self, kind: TimeoutKind) {
-        if let Some(metrics) = &self.shared.metrics {
+        if let Some(metrics) = self.shared.metrics() {
             metrics.timeout(kind);
         }
     }
@@ -430,7 +408,7 @@ impl AnyActor for Connection {
             return;
         };
         match self.handle(posted, &*sender) {
-            Ok(Flow::Open) => self.handled(1),
+            Ok(Flow::Open) => self.mode.handled(&self.shared, 1),
             Ok(Flow::Finished | Flow::Close) => self.close(sender),
             Err(e) => {
                 debug!("connection {:?}: {e}", self.token);
@@ -439,15 +417,12 @@ impl AnyActor for Connection {
         }
     }
 
-    // A panic in `system` dispatch: the scheduler drops the actor (and with
-    // it the socket); the poller must still learn of it and get its wake
-    // back. (In `local` dispatch the poller contains the panic itself.)
+    // Called by uppercut on a panic (a poller running its own connections
+    // contains their panics itself): the mode tells the poller.
     fn on_fail(&self, _error: Box<dyn std::any::Any + Send>, sender: &mut dyn AnySender) {
-        if self.shared.dispatch == Dispatch::System {
-            let unhandled = usize::from(self.mailbox.close());
-            to_poller(&self.shared, Envelope::of(Closed(self.token)), sender);
-            self.handled(1 + unhandled);
-        }
+        let unhandled = usize::from(self.mailbox.close());
+        self.mode
+            .failed(&self.shared, self.token, unhandled, sender);
     }
 }
 
@@ -459,18 +434,19 @@ struct AwaitedCall {
     timeout: Duration,
 }
 
-/// Sends `envelope` to the connection's poller: in `system` dispatch as
-/// counted mail (see `wakeup`), in `local` dispatch into its inbox.
-fn to_poller(shared: &Shared, envelope: Envelope, sender: &dyn AnySender) {
-    match shared.dispatch {
-        Dispatch::System => {
-            if let Some(metrics) = &shared.metrics {
-                metrics.add(&metrics.envelopes, 1);
-            }
-            shared
-                .mail
-                .send(sender, &shared.poller, envelope, &shared.parking)
-        }
-        Dispatch::Local => sender.send(&shared.poller, envelope),
-    }
+/// What differs between the dispatch modes for a connection: how it reads,
+/// and how it deals with its poller (`local_dispatch`, `system_dispatch`).
+pub(crate) trait ConnectionMode: Sync {
+    /// Reads on until `WouldBlock`, rather than stopping at a read shorter
+    /// than the buffer (which emptied the socket).
+    fn reads_until_blocked(&self) -> bool;
+    /// `wakes` wakes of this connection are done.
+    fn handled(&self, shared: &Shared, wakes: usize);
+    /// Sends `envelope` to the connection's poller.
+    fn to_poller(&self, shared: &Shared, envelope: Envelope, sender: &dyn AnySender);
+    /// The connection closes: what its poller must learn or do first.
+    fn detach(&self, shared: &Shared, socket: &mut TcpStream, token: Token, sender: &dyn AnySender);
+    /// The connection's actor panicked in uppercut's hands, with
+    /// `unhandled` wakes sent since it last looked.
+    fn failed(&self, shared: &Shared, token: Token, unhandled: usize, sender: &dyn AnySender);
 }

@@ -4,6 +4,7 @@
 pub(crate) mod balance;
 pub(crate) mod connection;
 pub(crate) mod connections;
+pub(crate) mod hosting;
 pub(crate) mod lifecycle;
 pub(crate) mod listeners;
 pub(crate) mod local_dispatch;
@@ -13,5 +14,6 @@ pub(crate) mod server;
 pub(crate) mod shared;
 pub(crate) mod signals;
 pub(crate) mod system;
+pub(crate) mod system_dispatch;
 pub(crate) mod timeouts;
 pub(crate) mod wakeup;

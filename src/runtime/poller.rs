@@ -1,15 +1,10 @@
 //! The poller actor: one mio event loop with its own SO_REUSEPORT listener.
 //! It accepts connections, registers them on its `Poll`, and turns readiness
-//! events into envelopes for their connection actors, in one of two ways:
-//!
-//! - `local`: the poller owns its connections in a slab keyed by token and
-//!   hands each envelope to the actor directly, through its own `AnySender`,
-//!   so a request never crosses the uppercut scheduler.
-//! - `system`: each connection is an actor spawned into the uppercut system,
-//!   and every envelope travels through the scheduler.
-//!
-//! Either way it wakes a connection through the connection's mailbox
-//! (`wakeup`), so no connection ever has more than one envelope queued.
+//! events into wakes of their connection actors, which live where the
+//! dispatch mode keeps them (its `ConnectionSet`: run by the poller itself in
+//! `local` dispatch, spawned into uppercut in `system`). Either way it wakes a
+//! connection through the connection's mailbox (`wakeup`), so no connection
+//! ever has more than one envelope queued.
 //!
 //! A connection accepted while this poller holds more than another is handed
 //! to the least-loaded poller instead (`balance`); each round takes what
@@ -27,7 +22,7 @@
 use std::io::{self, ErrorKind};
 use std::sync::{mpsc, Arc};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use log::{debug, warn};
 use mio::net::{TcpListener, TcpStream};
@@ -36,10 +31,9 @@ use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::actors::cell::ActorCell;
 use crate::actors::port::Relayed;
-use crate::config::Dispatch;
 use crate::routes::actor::ActorRequest;
 use crate::routes::reply::Delivery;
-use crate::runtime::connections::Connections;
+use crate::runtime::connections::{ConnectionSet, Outbox, Turn};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::pool_threads::PoolThreads;
 use crate::runtime::shared::Shared;
@@ -49,11 +43,11 @@ use crate::upstream::pool::{self as upstream, UpstreamPool};
 pub(crate) const LISTENER: Token = Token(usize::MAX - 1);
 pub(crate) const WAKER: Token = Token(usize::MAX - 2);
 
-/// Longest a busy `local` poller keeps its worker before yielding. Each yield
+/// Longest a poller running until idle keeps its worker. Each yield
 /// costs a spinning worker while the scheduler thread, which needs a core too,
 /// hands the poller back; under load that spin can last a whole time slice.
 /// The system has one worker per poller, so nothing waits for this one.
-const LOCAL_SLICE: Duration = Duration::from_secs(1);
+const SLICE: Duration = Duration::from_secs(1);
 /// How long accepting pauses when the process is out of descriptors (as nginx
 /// does), instead of failing the same accept in a hot loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
@@ -67,7 +61,10 @@ pub(crate) struct Poller {
     /// None once the server drains.
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
-    connections: Connections,
+    connections: Box<dyn ConnectionSet>,
+    /// What its connections sent it (`local` dispatch), and requests for its
+    /// upstream pool (either), taken each round.
+    inbox: Vec<Envelope>,
     next_sweep_ms: u64,
     /// Accepting resumes at this time, after running out of descriptors.
     accept_paused_until_ms: Option<u64>,
@@ -92,6 +89,7 @@ impl Poller {
         poll: Poll,
         mut listener: TcpListener,
         shared: Arc<Shared>,
+        connections: Box<dyn ConnectionSet>,
         upstream: Option<UpstreamPool>,
     ) -> io::Result<Poller> {
         poll.registry()
@@ -100,7 +98,8 @@ impl Poller {
             poll,
             events: Some(Events::with_capacity(EVENTS_CAPACITY)),
             listener: Some(listener),
-            connections: Connections::new(Arc::clone(&shared)),
+            connections,
+            inbox: Vec::new(),
             shared,
             next_sweep_ms: 0,
             accept_paused_until_ms: None,
@@ -127,7 +126,7 @@ impl Poller {
 
     /// This poller's actor address.
     pub(crate) fn address(&self) -> &str {
-        &self.shared.poller
+        self.shared.poller_address()
     }
 
     /// Polls once and handles what it finds; false when nothing was ready.
@@ -140,16 +139,16 @@ impl Poller {
             .events
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
-        let sweep = self.shared.timeouts.sweep;
+        let sweep = self.shared.timeouts().sweep;
         // Mail or a socket handed over while this poller blocked would wait
         // for it (see `wakeup::Parking`).
         let shared = &self.shared;
         let block = block
-            && shared.parking.park(|| {
-                shared.mail.is_pending()
-                    || shared.balance.has_queued(shared.index)
-                    || shared.replies.is_pending()
-                    || shared.port.is_pending()
+            && shared.parking().park(|| {
+                shared.mail().is_pending()
+                    || shared.balance().has_queued(shared.index())
+                    || shared.replies().is_pending()
+                    || shared.port().is_pending()
             });
         let timeout = match block {
             true => (!self.connections.is_empty()).then_some(sweep),
@@ -157,7 +156,7 @@ impl Poller {
         };
         let timeout = match self.accept_paused_until_ms {
             Some(until) => {
-                let pause = until.saturating_sub(self.shared.clock.now_ms());
+                let pause = until.saturating_sub(self.shared.now_ms());
                 Some(Duration::from_millis(pause).min(timeout.unwrap_or(Duration::MAX)))
             }
             None => timeout,
@@ -168,10 +167,9 @@ impl Poller {
             }
         }
         if block {
-            self.shared.parking.unpark();
+            self.shared.parking().unpark();
         }
-        let now_ms = self.shared.clock.refresh();
-        self.shared.date.refresh(SystemTime::now());
+        let now_ms = self.shared.refresh_time();
         let found = !events.is_empty();
         for event in events.iter() {
             match event.token() {
@@ -182,10 +180,15 @@ impl Poller {
                         pool.on_event(token, self.poll.registry());
                     }
                 }
-                Token(key) if event.is_read_closed() || event.is_error() => {
-                    self.connections.notify(key, HANGUP, sender)
+                Token(key) => {
+                    let hung_up = event.is_read_closed() || event.is_error();
+                    let bits = if hung_up { HANGUP } else { READY };
+                    let mut out = Outbox {
+                        sender: &mut *sender,
+                        inbox: &mut self.inbox,
+                    };
+                    self.connections.notify(key, bits, &mut out);
                 }
-                Token(key) => self.connections.notify(key, READY, sender),
             }
         }
         self.events = Some(events);
@@ -199,7 +202,11 @@ impl Poller {
         }
         if now_ms >= self.next_sweep_ms {
             self.next_sweep_ms = now_ms + sweep.as_millis() as u64;
-            self.connections.sweep(now_ms, sender);
+            let mut out = Outbox {
+                sender: &mut *sender,
+                inbox: &mut self.inbox,
+            };
+            self.connections.sweep(now_ms, &mut out);
             if let Some(pool) = &mut self.upstream {
                 pool.expire(now_ms, self.poll.registry());
             }
@@ -215,8 +222,8 @@ impl Poller {
     fn settle_calls(&mut self, sender: &mut dyn AnySender) {
         loop {
             self.run_port(sender);
-            let now_ms = self.shared.clock.now_ms();
-            for envelope in self.connections.inbox.drain(..) {
+            let now_ms = self.shared.now_ms();
+            for envelope in self.inbox.drain(..) {
                 if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
                     match &mut self.upstream {
                         Some(pool) => pool.submit(*request, now_ms, self.poll.registry()),
@@ -226,10 +233,14 @@ impl Poller {
                 }
             }
             let mut deliveries = std::mem::take(&mut self.deliveries);
-            self.shared.replies.take(&mut deliveries);
+            self.shared.replies().take(&mut deliveries);
             let found = !deliveries.is_empty();
             for delivery in deliveries.drain(..) {
-                self.connections.deliver(delivery, sender);
+                let mut out = Outbox {
+                    sender: &mut *sender,
+                    inbox: &mut self.inbox,
+                };
+                self.connections.deliver(delivery, &mut out);
             }
             self.deliveries = deliveries;
             if !found {
@@ -245,9 +256,11 @@ impl Poller {
     /// queued messages nobody runs, and sends into the uppercut system.
     fn run_port(&mut self, sender: &mut dyn AnySender) {
         let shared = &self.shared;
-        shared.port.take(&mut self.ready_actors, &mut self.relayed);
+        shared
+            .port()
+            .take(&mut self.ready_actors, &mut self.relayed);
         if !self.ready_actors.is_empty() {
-            let context = shared.house.context(shared.index, &*sender);
+            let context = shared.actor_context(&*sender);
             for cell in self.ready_actors.drain(..) {
                 context.run_queued(&cell);
             }
@@ -256,7 +269,7 @@ impl Poller {
             for relayed in self.relayed.drain(..) {
                 relayed.perform(&*sender);
             }
-            shared.port.note_system_send();
+            shared.port().note_system_send();
         }
     }
 
@@ -271,16 +284,20 @@ impl Poller {
         }
         drop(listener);
         self.close_handoffs();
-        self.connections.wake_all(sender);
+        let mut out = Outbox {
+            sender,
+            inbox: &mut self.inbox,
+        };
+        self.connections.wake_all(&mut out);
     }
 
     /// Takes no more hand-offs, and closes those not yet taken.
     fn close_handoffs(&mut self) {
-        let closed = self.shared.balance.close(self.shared.index);
+        let closed = self.shared.balance().close(self.shared.index());
         self.shared.release(closed);
     }
 
-    /// `local`: run the loop until idle, the slice is used up, or the phase
+    /// Runs the loop until idle, the slice is used up, or the phase
     /// changes; or for one round after an actor here sent into the uppercut
     /// system, where the message needs a worker to run on.
     ///
@@ -290,9 +307,9 @@ impl Poller {
     /// often send their next requests meanwhile, and finding them costs a
     /// poll where blocking would cost a sleep and a wake-up. On a core
     /// nothing else wants, the yield returns at once.
-    fn run_local(&mut self, sender: &mut dyn AnySender) {
-        let slice_end = Instant::now() + LOCAL_SLICE;
-        let phase = self.shared.server.phase();
+    fn run_until_idle(&mut self, sender: &mut dyn AnySender) {
+        let slice_end = Instant::now() + SLICE;
+        let phase = self.shared.phase();
         let mut found = false;
         loop {
             found = if found {
@@ -302,22 +319,14 @@ impl Poller {
                 self.poll_once(true, sender)
             };
             if !found
-                || self.shared.port.take_lend()
+                || self.shared.port().take_lend()
                 || Instant::now() >= slice_end
-                || self.shared.server.phase() != phase
+                || self.shared.phase() != phase
                 || (phase == Phase::Draining && self.connections.is_empty())
             {
                 return;
             }
         }
-    }
-
-    /// `system`: one round of the loop, then the worker goes back to the
-    /// scheduler, which runs the connections this round woke. The poller
-    /// blocks in `poll` only when nothing it owes an answer to waits: no wake
-    /// of its own unhandled, no mail to it on its way (see `wakeup`).
-    fn run_system(&mut self, sender: &mut dyn AnySender) {
-        self.poll_once(self.shared.outstanding.is_zero(), sender);
     }
 
     /// Closes every connection and stops this actor.
@@ -335,7 +344,7 @@ impl AnyActor for Poller {
         }
         // Mail from a `system` connection (see `wakeup`).
         if let Some(Closed(token)) = envelope.message.downcast_ref::<Closed>() {
-            self.shared.mail.received();
+            self.shared.mail().received();
             // The actor stopped itself; the token is free once it is known here.
             if self.connections.forget(*token) {
                 self.shared.release(1);
@@ -343,19 +352,15 @@ impl AnyActor for Poller {
             return;
         }
         if envelope.message.is::<ActorRequest>() {
-            self.shared.mail.received();
-            self.connections.inbox.push(envelope);
+            self.shared.mail().received();
+            self.inbox.push(envelope);
             return self.settle_calls(sender);
         }
         if !envelope.message.is::<Tick>() {
             return;
         }
-        // A connection sends to its poller only while one of its wakes is
-        // outstanding, so a poller that stops only once none is is never sent
-        // to after it stopped (uppercut's senders panic once the system has
-        // ended).
-        let may_stop = self.shared.outstanding.is_zero();
-        match self.shared.server.phase() {
+        let may_stop = self.connections.may_stop();
+        match self.shared.phase() {
             Phase::Running => {}
             Phase::Draining => {
                 self.begin_drain(sender);
@@ -367,9 +372,11 @@ impl AnyActor for Poller {
             // Wake nothing more; come back once the wakes out are handled.
             Phase::Stopping => return self.tick(sender),
         }
-        match self.shared.dispatch {
-            Dispatch::Local => self.run_local(sender),
-            Dispatch::System => self.run_system(sender),
+        match self.connections.turn() {
+            Turn::UntilIdle => self.run_until_idle(sender),
+            Turn::OneRound { may_block } => {
+                self.poll_once(may_block, sender);
+            }
         }
         self.tick(sender);
     }
@@ -378,9 +385,7 @@ impl AnyActor for Poller {
 impl Poller {
     /// Comes back to this poller through the scheduler.
     fn tick(&self, sender: &mut dyn AnySender) {
-        if let Some(metrics) = &self.shared.metrics {
-            metrics.add(&metrics.envelopes, 1);
-        }
+        self.shared.count_envelope();
         sender.send(sender.me(), Envelope::of(Tick));
     }
 }

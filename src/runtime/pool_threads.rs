@@ -46,8 +46,6 @@ use std::sync::{Arc, Barrier, Mutex};
 use log::{debug, error, info};
 use uppercut::pool::ThreadPool;
 
-use crate::config::Dispatch;
-
 /// How the actor workers are scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WorkerPriority {
@@ -55,15 +53,6 @@ pub(crate) enum WorkerPriority {
     Low,
     /// `local` dispatch: the shortest slice, as their pollers yield.
     ShortSlice,
-}
-
-impl WorkerPriority {
-    pub(crate) fn for_dispatch(dispatch: Dispatch) -> WorkerPriority {
-        match dispatch {
-            Dispatch::System => WorkerPriority::Low,
-            Dispatch::Local => WorkerPriority::ShortSlice,
-        }
-    }
 }
 
 /// The nice value of actor workers in `system` dispatch.

@@ -4,10 +4,9 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use log::{error, info, warn};
 use mio::{Poll, Waker};
@@ -16,27 +15,21 @@ use uppercut::api::Envelope;
 use crate::actors::house::ActorHouse;
 use crate::actors::port::PollerPort;
 use crate::config::Config;
-use crate::http::date::DateCache;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
-use crate::routes::reply::Replies;
 use crate::routes::static_site::StaticSite;
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
+use crate::runtime::hosting::hosting;
 use crate::runtime::lifecycle::{Phase, ServerState};
 use crate::runtime::listeners::{exclusive_listener, reuseport_listener};
 use crate::runtime::poller::{Poller, WAKER};
-use crate::runtime::pool_threads::WorkerPriority;
-use crate::runtime::shared::Shared;
+use crate::runtime::shared::{PollerParts, Shared};
 use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::system::{run_system, RouteActors};
-use crate::runtime::timeouts::CoarseClock;
-use crate::runtime::wakeup::{Mail, Outstanding, Parking};
+use crate::runtime::wakeup::Parking;
 use crate::upstream::pool::UpstreamPool;
-
-/// Where `--upstream`'s JSON is served.
-pub(crate) const UPSTREAM_PATH: &str = "/io";
 
 /// A running server. Dropping it stops it at once; `shutdown` lets the
 /// requests in flight finish first, and `run_until_signal` does so on
@@ -89,7 +82,7 @@ impl Server {
             None => routes,
         };
         let routes = match &config.upstream {
-            Some(upstream) => routes.with_upstream(UPSTREAM_PATH, upstream.timeout),
+            Some(upstream) => routes.with_upstream(upstream.timeout),
             None => routes,
         };
         let routes = Arc::new(routes.with_max_body(config.max_body));
@@ -99,15 +92,16 @@ impl Server {
             .map(AccessLog::open)
             .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
+        let hosting = hosting(config.dispatch);
         let counters: Vec<Arc<PollerMetrics>> = match config.metrics {
             Some(_) => (0..pollers)
-                .map(|_| Arc::new(PollerMetrics::new(config.dispatch)))
+                .map(|_| Arc::new(PollerMetrics::new(hosting.counters_exclusive())))
                 .collect(),
             None => Vec::new(),
         };
         let metrics = config
             .metrics
-            .map(|addr| MetricsServer::start(addr, counters.clone(), config.dispatch))
+            .map(|addr| MetricsServer::start(addr, counters.clone(), hosting.counts_envelopes()))
             .transpose()?;
         let mut polls = Vec::with_capacity(pollers);
         let mut wakers = Vec::with_capacity(pollers);
@@ -133,36 +127,27 @@ impl Server {
         let mut actors = Vec::with_capacity(pollers);
         let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
         for (index, ((poll, listener), parking)) in pollers_and_listeners.enumerate() {
-            let wake_parked = Arc::clone(parking);
-            let shared = Arc::new(Shared {
+            let shared = Arc::new(Shared::new(PollerParts {
+                index,
                 routes: Arc::clone(&routes),
-                date: DateCache::new(SystemTime::now()),
-                clock: CoarseClock::new(),
                 timeouts: config.timeouts,
-                dispatch: config.dispatch,
                 registry: poll.registry().try_clone()?,
-                poller: format!("poller-{index}"),
                 server: Arc::clone(&state),
-                call_ids: AtomicU64::new(0),
-                replies: Arc::new(Replies::new(Box::new(move || wake_parked.wake_if_parked()))),
-                paths: house.paths(index),
-                port: Arc::clone(&ports[index]),
                 house: Arc::clone(&house),
-                outstanding: Outstanding::default(),
-                mail: Mail::default(),
+                port: Arc::clone(&ports[index]),
                 parking: Arc::clone(parking),
                 access_log: access_log.clone(),
                 balance: Arc::clone(&balance),
-                index,
                 metrics: counters.get(index).cloned(),
-            });
+            }));
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let upstream = upstream.map(|pool| pool.count_to(counters.get(index).cloned()));
-            let poller = Poller::new(poll, listener, shared, upstream)?;
+            let connections = hosting.connections(Arc::clone(&shared));
+            let poller = Poller::new(poll, listener, shared, connections, upstream)?;
             actors.push(poller);
         }
 
-        let worker_priority = WorkerPriority::for_dispatch(config.dispatch);
+        let worker_priority = hosting.worker_priority();
         let pin = config.pin;
         let (started_tx, started_rx) = mpsc::sync_channel(1);
         let (ended_tx, ended) = mpsc::channel();

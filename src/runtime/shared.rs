@@ -1,67 +1,252 @@
 //! What a poller shares with each of its connection actors, whichever thread
-//! runs them.
+//! runs them: the routes and the actors behind them, the clock and date,
+//! the server's phase, the wake-up state, and the counters. Fields are
+//! private; each method answers one question or does one thing.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use mio::Registry;
+use uppercut::api::{AnySender, Envelope};
 
+use crate::actors::context::RunContext;
 use crate::actors::house::{ActorHouse, CallPath};
 use crate::actors::port::PollerPort;
-use crate::config::{Dispatch, Timeouts};
-use crate::http::date::DateCache;
+use crate::config::Timeouts;
+use crate::http::date::{DateCache, DATE_LEN};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
-use crate::routes::reply::Replies;
+use crate::routes::reply::{Replies, ReplyTo};
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
-use crate::runtime::lifecycle::ServerState;
+use crate::runtime::lifecycle::{Phase, ServerState};
 use crate::runtime::timeouts::CoarseClock;
 use crate::runtime::wakeup::{Mail, Outstanding, Parking};
 
+/// What a poller is built with, besides its `Poll`.
+pub(crate) struct PollerParts {
+    pub(crate) index: usize,
+    pub(crate) routes: Arc<Routes>,
+    pub(crate) timeouts: Timeouts,
+    /// The poller's registry, to ask for WRITABLE while output is backed up.
+    pub(crate) registry: Registry,
+    pub(crate) server: Arc<ServerState>,
+    pub(crate) house: Arc<ActorHouse>,
+    pub(crate) port: Arc<PollerPort>,
+    pub(crate) parking: Arc<Parking>,
+    pub(crate) access_log: Option<Arc<AccessLog>>,
+    pub(crate) balance: Arc<Balance>,
+    pub(crate) metrics: Option<Arc<PollerMetrics>>,
+}
+
 /// What a poller shares with each of its connections.
 pub(crate) struct Shared {
-    pub routes: Arc<Routes>,
-    pub date: DateCache,
-    pub clock: CoarseClock,
-    pub timeouts: Timeouts,
-    pub dispatch: Dispatch,
-    /// The poller's registry, to ask for WRITABLE while output is backed up.
-    pub registry: Registry,
+    index: usize,
     /// The poller's actor address.
-    pub poller: String,
-    pub server: Arc<ServerState>,
+    address: String,
+    routes: Arc<Routes>,
+    date: DateCache,
+    clock: CoarseClock,
+    timeouts: Timeouts,
+    registry: Registry,
+    server: Arc<ServerState>,
     /// Numbers actor calls from 1, so an answer finds the call it answers
     /// even after its token has passed to another connection.
-    pub call_ids: AtomicU64,
+    call_ids: AtomicU64,
     /// Where actors' answers to those calls arrive.
-    pub replies: Arc<Replies>,
-    /// The actors the server owns.
-    pub house: Arc<ActorHouse>,
+    replies: Arc<Replies>,
+    house: Arc<ActorHouse>,
     /// Where each actor route's requests go from this poller.
-    pub paths: Vec<CallPath>,
+    paths: Vec<CallPath>,
     /// What other threads leave for this poller.
-    pub port: Arc<PollerPort>,
+    port: Arc<PollerPort>,
     /// `system` dispatch: the poller's wakes not yet handled.
-    pub outstanding: Outstanding,
+    outstanding: Outstanding,
     /// `system` dispatch: what connections are sending the poller.
-    pub mail: Mail,
+    mail: Mail,
     /// Whether the poller is parked in `poll`, and how to wake it.
-    pub parking: Arc<Parking>,
-    /// Where each request is logged, with `--access-log`.
-    pub access_log: Option<Arc<AccessLog>>,
+    parking: Arc<Parking>,
+    access_log: Option<Arc<AccessLog>>,
     /// The pollers' connection counts and hand-off queues.
-    pub balance: Arc<Balance>,
-    /// This poller's place in `balance`.
-    pub index: usize,
-    /// This poller's counters, with `--metrics`.
-    pub metrics: Option<Arc<PollerMetrics>>,
+    balance: Arc<Balance>,
+    metrics: Option<Arc<PollerMetrics>>,
 }
 
 impl Shared {
+    pub(crate) fn new(parts: PollerParts) -> Shared {
+        let wake_parked = Arc::clone(&parts.parking);
+        let replies = Replies::new(Box::new(move || wake_parked.wake_if_parked()));
+        Shared {
+            index: parts.index,
+            address: format!("poller-{}", parts.index),
+            date: DateCache::new(SystemTime::now()),
+            clock: CoarseClock::new(),
+            timeouts: parts.timeouts,
+            registry: parts.registry,
+            server: parts.server,
+            call_ids: AtomicU64::new(0),
+            replies: Arc::new(replies),
+            paths: parts.house.paths(parts.index),
+            house: parts.house,
+            routes: parts.routes,
+            port: parts.port,
+            outstanding: Outstanding::default(),
+            mail: Mail::default(),
+            parking: parts.parking,
+            access_log: parts.access_log,
+            balance: parts.balance,
+            metrics: parts.metrics,
+        }
+    }
+
+    /// This poller's place among the pollers.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The poller's actor address.
+    pub(crate) fn poller_address(&self) -> &str {
+        &self.address
+    }
+
+    pub(crate) fn routes(&self) -> &Routes {
+        &self.routes
+    }
+
+    pub(crate) fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Where the server is in its life.
+    pub(crate) fn phase(&self) -> Phase {
+        self.server.phase()
+    }
+
+    /// The poller's clock, as of its last wake-up, in ms.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// The `Date` value, as of the poller's last wake-up.
+    pub(crate) fn date(&self) -> [u8; DATE_LEN] {
+        self.date.current()
+    }
+
+    /// The poller woke up: reads the clock and refreshes the date; the
+    /// clock's new reading.
+    pub(crate) fn refresh_time(&self) -> u64 {
+        let now_ms = self.clock.refresh();
+        self.date.refresh(SystemTime::now());
+        now_ms
+    }
+
+    /// Counts a new connection in, unless the server is full.
+    pub(crate) fn admit(&self) -> bool {
+        self.server.admit()
+    }
+
     /// `connections` this poller held have closed.
     pub(crate) fn release(&self, connections: usize) {
         self.server.release(connections);
         self.balance.closed(self.index, connections);
+    }
+
+    /// A connection counted on poller `target` could not be handed to it
+    /// (it drains or stopped): it closes here.
+    pub(crate) fn release_handed(&self, target: usize) {
+        self.server.release(1);
+        self.balance.closed(target, 1);
+    }
+
+    /// The pollers' connection counts and hand-off queues.
+    pub(crate) fn balance(&self) -> &Balance {
+        &self.balance
+    }
+
+    /// A new call for the connection at `key`: its number, and where its
+    /// answer goes.
+    pub(crate) fn new_call(&self, key: usize) -> (u64, ReplyTo) {
+        let call = self.call_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        let reply_to = ReplyTo {
+            replies: Arc::clone(&self.replies),
+            key,
+            call,
+        };
+        (call, reply_to)
+    }
+
+    /// The reply queue, as `reply::expect` names it.
+    pub(crate) fn reply_queue_id(&self) -> usize {
+        Arc::as_ptr(&self.replies) as usize
+    }
+
+    /// The reply queue.
+    pub(crate) fn replies(&self) -> &Replies {
+        &self.replies
+    }
+
+    /// Where actor route `actor`'s requests go from this poller.
+    pub(crate) fn call_path(&self, actor: usize) -> &CallPath {
+        &self.paths[actor]
+    }
+
+    /// How owned actors run on this poller's thread (or on one of its
+    /// connections), with `sender` as the uppercut sender there.
+    pub(crate) fn actor_context<'a>(&'a self, sender: &'a dyn AnySender) -> RunContext<'a> {
+        self.house.context(self.index, sender)
+    }
+
+    /// What other threads leave for this poller.
+    pub(crate) fn port(&self) -> &PollerPort {
+        &self.port
+    }
+
+    /// `system` dispatch: the poller's wakes not yet handled.
+    pub(crate) fn outstanding(&self) -> &Outstanding {
+        &self.outstanding
+    }
+
+    /// `system` dispatch: what connections are sending the poller.
+    pub(crate) fn mail(&self) -> &Mail {
+        &self.mail
+    }
+
+    /// `system` dispatch: sends `envelope` to the poller as counted mail.
+    pub(crate) fn mail_poller(&self, sender: &dyn AnySender, envelope: Envelope) {
+        self.mail
+            .send(sender, &self.address, envelope, &self.parking);
+    }
+
+    /// Whether the poller is parked in `poll`, and how to wake it.
+    pub(crate) fn parking(&self) -> &Parking {
+        &self.parking
+    }
+
+    /// Where each request is logged, with `--access-log`.
+    pub(crate) fn access_log(&self) -> Option<&Arc<AccessLog>> {
+        self.access_log.as_ref()
+    }
+
+    /// This poller's counters, with `--metrics`.
+    pub(crate) fn metrics(&self) -> Option<&Arc<PollerMetrics>> {
+        self.metrics.as_ref()
+    }
+
+    /// Adds `n` to one of the counters, with `--metrics`.
+    #[inline]
+    pub(crate) fn count(&self, counter: fn(&PollerMetrics) -> &AtomicU64, n: usize) {
+        if let Some(metrics) = &self.metrics {
+            metrics.add(counter(metrics), n as u64);
+        }
+    }
+
+    /// Counts an envelope sent through uppercut's scheduler.
+    pub(crate) fn count_envelope(&self) {
+        self.count(|m| &m.envelopes, 1);
     }
 }

@@ -12,10 +12,10 @@ use bytes::{Bytes, BytesMut};
 use log::debug;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
+use slab::Slab;
 
 use crate::config::UpstreamConfig;
 use crate::http::response_parser::{Parsed, ResponseParser};
-use crate::net::slab::Slab;
 use crate::net::socket::write_until_blocked;
 use crate::observe::metrics::{PollerMetrics, UpstreamResult};
 use crate::routes::actor::ActorRequest;
@@ -71,7 +71,7 @@ impl UpstreamPool {
         UpstreamPool {
             config,
             request_bytes: Bytes::from(request),
-            links: Slab::default(),
+            links: Slab::new(),
             idle: Vec::new(),
             queue: VecDeque::new(),
             read_buf: vec![0; READ_CHUNK].into_boxed_slice(),
@@ -225,7 +225,7 @@ impl UpstreamPool {
     /// The link broke: its request is retried once on a fresh connection if
     /// the upstream had closed an idle connection under it, else answered 502.
     fn fail(&mut self, key: usize, failure: UpstreamFailure, registry: &Registry) {
-        let Some(mut link) = self.links.remove(key) else {
+        let Some(mut link) = self.links.try_remove(key) else {
             return;
         };
         self.idle.retain(|&idle| idle != key);
@@ -242,7 +242,7 @@ impl UpstreamPool {
     }
 
     fn drop_link(&mut self, key: usize, registry: &Registry) {
-        if let Some(mut link) = self.links.remove(key) {
+        if let Some(mut link) = self.links.try_remove(key) {
             let _ = registry.deregister(&mut link.socket);
         }
         self.idle.retain(|&idle| idle != key);

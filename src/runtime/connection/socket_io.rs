@@ -9,7 +9,6 @@ use mio::Interest;
 use uppercut::api::AnySender;
 
 use super::{Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
-use crate::config::Dispatch;
 use crate::net::socket::write_until_blocked;
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::wakeup::EXPIRE;
@@ -49,10 +48,10 @@ impl Connection {
             }
             // Per read too: a drain may begin while this wake is handled.
             self.note_phase();
-            let date = self.shared.date.current();
+            let date = self.shared.date();
             if self.stream.is_held_back() {
                 self.stream
-                    .resume(&self.shared.routes, &date, &mut scratch.output);
+                    .resume(self.shared.routes(), &date, &mut scratch.output);
                 self.run_calls(&date, scratch, sender);
             } else if input_used_up {
                 return self.wait_for_input();
@@ -62,11 +61,11 @@ impl Connection {
                     Ok(len) => {
                         self.count(|m| &m.bytes_received, len);
                         input_used_up = len < scratch.input.len()
-                            && self.shared.dispatch == Dispatch::Local
+                            && !self.mode.reads_until_blocked()
                             && !self.hung_up;
                         self.stream.feed(
                             &scratch.input[..len],
-                            &self.shared.routes,
+                            self.shared.routes(),
                             &date,
                             &mut scratch.output,
                         );
@@ -84,7 +83,7 @@ impl Connection {
 
     /// Everything read so far is served: wait for the next readiness edge.
     pub(super) fn wait_for_input(&mut self) -> io::Result<Flow> {
-        if self.shared.server.phase() == Phase::Draining {
+        if self.shared.phase() == Phase::Draining {
             // Shutting down: a connection between requests is done. Every
             // request it sent before this point was served.
             if !self.stream.is_mid_request() {
@@ -137,7 +136,7 @@ impl Connection {
             Interest::READABLE
         };
         self.shared
-            .registry
+            .registry()
             .reregister(&mut self.socket, self.token, interest)?;
         self.writable_interest = writable;
         Ok(())
@@ -173,7 +172,7 @@ impl Connection {
     /// can destroy the response before the client reads it. True when the
     /// connection lingers; false to close now.
     pub(super) fn begin_lingering(&mut self, scratch: &mut Scratch) -> bool {
-        if self.hung_up || self.shared.server.phase() == Phase::Stopping {
+        if self.hung_up || self.shared.phase() == Phase::Stopping {
             self.discard_unread(scratch);
             return false;
         }
@@ -190,10 +189,10 @@ impl Connection {
     /// Lingering: drops what arrived; closes at the client's end, an error,
     /// or once `LINGER` has passed.
     pub(super) fn linger(&mut self, posted: u8, scratch: &mut Scratch) -> Flow {
-        if posted & EXPIRE != 0 && self.timer.expired(self.shared.clock.now_ms()).is_some() {
+        if posted & EXPIRE != 0 && self.timer.expired(self.shared.now_ms()).is_some() {
             return Flow::Close;
         }
-        if self.shared.server.phase() == Phase::Stopping {
+        if self.shared.phase() == Phase::Stopping {
             return Flow::Close;
         }
         match self.discard_unread(scratch) {

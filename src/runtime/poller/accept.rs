@@ -12,6 +12,7 @@ use uppercut::api::AnySender;
 use super::{Poller, ACCEPT_BACKOFF};
 use crate::net::socket::is_out_of_resources;
 use crate::runtime::balance::Placement;
+use crate::runtime::connections::Outbox;
 use crate::runtime::lifecycle::Phase;
 
 impl Poller {
@@ -25,11 +26,9 @@ impl Poller {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if is_out_of_resources(&e) => {
-                    if let Some(metrics) = &self.shared.metrics {
-                        metrics.add(&metrics.accept_pauses, 1);
-                    }
+                    self.shared.count(|m| &m.accept_pauses, 1);
                     warn!("accept: {e}; pausing accepts for {ACCEPT_BACKOFF:?}");
-                    let resume = self.shared.clock.now_ms() + ACCEPT_BACKOFF.as_millis() as u64;
+                    let resume = self.shared.now_ms() + ACCEPT_BACKOFF.as_millis() as u64;
                     self.accept_paused_until_ms = Some(resume);
                 }
                 // The client gave up before we accepted (ECONNABORTED and the like).
@@ -42,20 +41,17 @@ impl Poller {
     /// poller if this one holds more (see `balance`).
     fn place(&mut self, socket: TcpStream, sender: &mut dyn AnySender) {
         // Past the limit the connection is closed at once: dropped here.
-        if !self.shared.server.admit() {
-            if let Some(metrics) = &self.shared.metrics {
-                metrics.add(&metrics.refused, 1);
-            }
+        if !self.shared.admit() {
+            self.shared.count(|m| &m.refused, 1);
             return;
         }
-        let balance = &self.shared.balance;
-        match balance.place(self.shared.index) {
+        let balance = self.shared.balance();
+        match balance.place(self.shared.index()) {
             Placement::Keep => self.adopt(socket, sender),
             Placement::HandTo(target) => {
                 // That poller is draining or stopped: the socket closes here.
                 if balance.hand_off(target, socket).is_err() {
-                    self.shared.server.release(1);
-                    balance.closed(target, 1);
+                    self.shared.release_handed(target);
                 }
             }
         }
@@ -65,10 +61,10 @@ impl Poller {
     /// server runs, closes them once it drains. True when there were any.
     pub(super) fn take_handed(&mut self, sender: &mut dyn AnySender) -> bool {
         let mut handed = std::mem::take(&mut self.handed);
-        self.shared.balance.take(self.shared.index, &mut handed);
+        self.shared.balance().take(self.shared.index(), &mut handed);
         let found = !handed.is_empty();
         for socket in handed.drain(..) {
-            match self.shared.server.phase() {
+            match self.shared.phase() {
                 Phase::Running => self.adopt(socket, sender),
                 _ => {
                     drop(socket);
@@ -95,9 +91,11 @@ impl Poller {
             self.shared.release(1);
             return;
         }
-        if let Some(metrics) = &self.shared.metrics {
-            metrics.add(&metrics.accepted, 1);
-        }
-        self.connections.adopt(socket, sender);
+        self.shared.count(|m| &m.accepted, 1);
+        let mut out = Outbox {
+            sender,
+            inbox: &mut self.inbox,
+        };
+        self.connections.adopt(socket, &mut out);
     }
 }
