@@ -6,13 +6,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_response, config, start_with, Client};
+use common::{assert_response, config, start_with, Client, HELLO};
 use uppercut_mio_server::config::Timeouts;
 use uppercut_mio_server::raise_open_files_limit;
 use uppercut_mio_server::{Config, Dispatch, Routes, Server};
 
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 const POLLERS: usize = 8;
 

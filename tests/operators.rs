@@ -6,61 +6,11 @@
 mod common;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
+use common::process::{server_command, Running, BINARY};
 use common::{text, Client};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_uppercut-mio-server");
-
-/// A server process, killed if the test fails before it exits.
-struct Process {
-    child: Child,
-    start_line: String,
-    addr: SocketAddr,
-}
-
-impl Process {
-    fn start(args: &[&str]) -> Process {
-        let mut child = Command::new(BINARY)
-            .args(["--bind", "127.0.0.1:0", "--pollers", "1"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let mut start_line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut start_line)
-            .unwrap();
-        let addr = start_line
-            .strip_prefix("listening on http://")
-            .and_then(|rest| rest.split(' ').next())
-            .unwrap_or_else(|| panic!("unexpected start line {start_line:?}"))
-            .parse()
-            .unwrap();
-        Process {
-            child,
-            start_line,
-            addr,
-        }
-    }
-
-    /// SIGTERM, then the exit status.
-    fn terminate(&mut self) -> Option<i32> {
-        // SAFETY: sends a signal to our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap().code()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A path in the target directory, unique to this test and process.
 fn scratch_path(name: &str) -> PathBuf {
@@ -73,7 +23,7 @@ fn scratch_path(name: &str) -> PathBuf {
 
 #[test]
 fn a_second_server_on_the_same_address_exits_1() {
-    let first = Process::start(&[]);
+    let first = Running::start(server_command(&[]));
     let addr = first.addr.to_string();
     let second = Command::new(BINARY)
         .args(["--bind", &addr, "--pollers", "2"])
@@ -93,12 +43,12 @@ fn the_start_line_names_the_static_directory_and_the_upstream() {
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join("a.txt"), "a").unwrap();
     let dir_arg = dir.to_str().unwrap();
-    let mut server = Process::start(&[
+    let mut server = Running::start(server_command(&[
         "--static-dir",
         dir_arg,
         "--upstream",
         "http://127.0.0.1:9/status",
-    ]);
+    ]));
     assert_eq!(
         server.start_line,
         format!(
@@ -139,12 +89,12 @@ fn without_dates(log: &str) -> String {
 
 fn writes_one_line_per_request(dispatch: &str) {
     let path = scratch_path(&format!("access-log-{dispatch}"));
-    let mut server = Process::start(&[
+    let mut server = Running::start(server_command(&[
         "--dispatch",
         dispatch,
         "--access-log",
         path.to_str().unwrap(),
-    ]);
+    ]));
     let mut client = Client::connect(server.addr);
     client.send(
         b"GET /json?x=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: curl/8.0\r\n\

@@ -8,11 +8,8 @@ use std::fs;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{assert_response, config, start_with, Client};
+use common::{assert_response, config, start_with, Client, HELLO};
 use uppercut_mio_server::{Config, Dispatch, Routes};
-
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
 
 /// The CPUs a `Cpus_allowed_list` names ("0-3,6").
 fn cpus(list: &str) -> Vec<usize> {
