@@ -3,75 +3,28 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::{assert_response, read_until_closed, Client};
-use socket2::{Domain, Socket, Type};
+use common::process::{server_command, Running, BINARY};
+use common::{
+    assert_response, pipeline_from_thread, read_until_closed, slow_reader, v1_user, Client, HELLO,
+};
 use uppercut_mio_server::raise_open_files_limit;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_uppercut-mio-server");
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
-
-/// A server process, killed if the test fails before it exits.
-struct Process {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Process {
-    /// Runs `command` (which execs the binary) and reads its start line.
-    fn start(mut command: Command, dispatch: &str) -> Process {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .strip_prefix("listening on http://")
-            .and_then(|rest| rest.split(' ').next())
-            .unwrap_or_else(|| panic!("unexpected start line {line:?}"));
-        assert_eq!(
-            line,
-            format!("listening on http://{addr} (1 pollers, dispatch {dispatch})\n")
-        );
-        Process {
-            addr: addr.parse().unwrap(),
-            child,
-        }
-    }
-
-    fn binary(dispatch: &str) -> Process {
-        let mut command = Command::new(BINARY);
-        command.args([
-            "--bind",
-            "127.0.0.1:0",
-            "--pollers",
-            "1",
-            "--dispatch",
-            dispatch,
-        ]);
-        Process::start(command, dispatch)
-    }
-
-    fn terminate(&self) {
-        // SAFETY: sends a signal to our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `command` (which runs the binary with one poller) started, after
+/// checking its whole start line.
+fn started(command: Command, dispatch: &str) -> Running {
+    let server = Running::start(command);
+    assert_eq!(
+        server.start_line,
+        format!(
+            "listening on http://{} (1 pollers, dispatch {dispatch})\n",
+            server.addr
+        )
+    );
+    server
 }
 
 #[test]
@@ -97,20 +50,17 @@ fn refuses_bad_flags_in_one_line_with_status_2() {
 }
 
 fn sigterm_finishes_the_response_in_flight_and_exits_0(dispatch: &str) {
-    let mut server = Process::binary(dispatch);
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&server.addr.into()).unwrap();
-    let mut client = Client::from_stream(TcpStream::from(socket));
-    let batch = "GET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n".repeat(2000);
-    let mut writer = client.stream.try_clone().unwrap();
-    let writing = thread::spawn(move || writer.write_all(batch.as_bytes()));
-    let first = client.response(false);
+    let mut server = started(server_command(&["--dispatch", dispatch]), dispatch);
+    let mut client = slow_reader(server.addr);
+    let writing = pipeline_from_thread(&client, "GET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n", 2000);
+    let user = v1_user();
+    assert_response(&client.response(false), &user);
 
-    server.terminate();
+    server.signal(libc::SIGTERM);
     writing.join().unwrap().expect("all requests sent");
+    // Every one of the 2,000 responses arrives whole, byte for byte.
     for _ in 1..2000 {
-        assert_eq!(client.response(false).len(), first.len());
+        assert_response(&client.response(false), &user);
     }
     client.assert_closed();
     assert_eq!(server.child.wait().unwrap().code(), Some(0));
@@ -139,7 +89,7 @@ fn survives_running_out_of_descriptors() {
         "ulimit -n 32 && exec \"$0\" --bind 127.0.0.1:0 --pollers 1",
         BINARY,
     ]);
-    let server = Process::start(command, "local");
+    let server = started(command, "local");
 
     let mut clients: Vec<Client> = (0..40).map(|_| Client::connect(server.addr)).collect();
     for client in &mut clients {
@@ -178,7 +128,7 @@ fn survives_running_out_of_descriptors() {
 }
 
 /// User and system CPU time of the process, in clock ticks.
-fn cpu_ticks(process: &Process) -> u64 {
+fn cpu_ticks(process: &Running) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", process.child.id())).unwrap();
     let fields: Vec<&str> = stat
         .rsplit(')')
