@@ -188,6 +188,26 @@ pub fn wait_until_peer_closes(stream: &TcpStream) {
     panic!("the server did not close the connection within {IO_TIMEOUT:?}");
 }
 
+/// Waits until the server's pollers hold `open` connections in all. A
+/// close reaches the count (and frees the connection's place under
+/// `max_connections`) asynchronously in `system` dispatch, so a test that
+/// needs the count exact waits for it; fails after `IO_TIMEOUT`.
+pub fn wait_for_open(server: &Server, open: usize) {
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
+    loop {
+        let counts = server.connections_per_poller();
+        if counts.iter().sum::<usize>() == open {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pollers hold {counts:?}, not {open} in all, after {IO_TIMEOUT:?}"
+        );
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Reads until EOF or a reset; returns what arrived.
 pub fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
     let mut received = Vec::new();
