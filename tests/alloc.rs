@@ -43,9 +43,7 @@ fn allocations_during_requests(dispatch: Dispatch, metrics: bool) -> (usize, usi
 fn local_dispatch_allocates_nothing_per_request() {
     let (local, allowed) = allocations_during_requests(Dispatch::Local, false);
     let (counted, counted_allowed) = allocations_during_requests(Dispatch::Local, true);
-    println!(
-        "allocations for {REQUESTS} round trips: local {local}, local with metrics {counted}"
-    );
+    println!("allocations for {REQUESTS} round trips: local {local}, local with metrics {counted}");
     assert!(
         local < allowed,
         "local dispatch allocated {local} times in {REQUESTS} round trips"
