@@ -179,3 +179,77 @@ fn the_start_warns_of_dotfiles_left_out() {
     let loaded = format!("loaded 3 static files, 18 bytes, from {}", www.display());
     assert!(said.iter().any(|line| line.ends_with(&loaded)), "{said:?}");
 }
+
+/// The limits are reached, not passed: a file of exactly `max_file` bytes,
+/// and files adding up to exactly `max_total`, load; one byte more fails.
+#[test]
+fn the_limits_themselves_are_allowed() {
+    let tree = TempTree::new("exact-limits");
+    let www = tree.root.join("www");
+    tree.file("www/a.txt", b"aaaa");
+    tree.file("www/b.txt", b"bbbbbb");
+    let exact = StaticLimits {
+        max_file: 6,
+        max_total: 10,
+    };
+    let site = StaticSite::load(&www, exact, false).expect("exactly at the limits");
+    let summary = LoadSummary {
+        files: 2,
+        bytes: 10,
+        skipped_dotfiles: 0,
+    };
+    assert_eq!(site.summary(), summary);
+    let file_under = StaticLimits {
+        max_file: 5,
+        ..exact
+    };
+    let error = StaticSite::load(&www, file_under, false).expect_err("a file over");
+    let b = www.join("b.txt");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{} is 6 bytes, over the per-file limit of 5 bytes",
+            b.display()
+        )
+    );
+    let total_under = StaticLimits {
+        max_total: 9,
+        ..exact
+    };
+    let error = StaticSite::load(&www, total_under, false).expect_err("the total over");
+    assert!(
+        error
+            .to_string()
+            .ends_with("brings the static files to 10 bytes, over the total limit of 9 bytes"),
+        "{error}"
+    );
+}
+
+/// A read error keeps the io::Error as its source; a symlink loop is such
+/// an error (only a dangling symlink is skipped), and `Debug` names the
+/// directory and the generation.
+#[test]
+fn errors_keep_their_cause_and_the_site_describes_itself() {
+    use std::error::Error;
+    let tree = TempTree::new("errors");
+    let www = tree.root.join("www");
+    tree.file("www/a.txt", b"a\n");
+    let site = StaticSite::load(&www, StaticLimits::default(), false).expect("loads");
+    assert_eq!(
+        format!("{site:?}"),
+        format!("StaticSite {{ dir: {www:?}, generation: 0, .. }}")
+    );
+
+    let missing = tree.root.join("missing");
+    let error = StaticSite::load(&missing, StaticLimits::default(), false).expect_err("missing");
+    let source = error.source().expect("the io::Error behind it");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("an io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+
+    tree.symlink("loop-b", "www/loop-a");
+    tree.symlink("loop-a", "www/loop-b");
+    let error = StaticSite::load(&www, StaticLimits::default(), false).expect_err("a loop");
+    assert!(error.source().is_some(), "{error}");
+}
