@@ -253,3 +253,45 @@ fn errors_keep_their_cause_and_the_site_describes_itself() {
     let error = StaticSite::load(&www, StaticLimits::default(), false).expect_err("a loop");
     assert!(error.source().is_some(), "{error}");
 }
+
+/// A request routed to a file before a reload, whose body comes after it,
+/// is answered 503 (try again) once its thread holds the new table: never
+/// with the old reply looked up in the new table. One poller in `local`
+/// dispatch, so both connections run on the same thread; `100 Continue`
+/// shows the first request has been routed.
+#[test]
+fn a_body_that_arrives_across_a_reload_gets_503() {
+    let tree = TempTree::new("body-across-reload");
+    tree.file("www/a.txt", b"old\n");
+    let site = Arc::new(
+        StaticSite::load(&tree.root.join("www"), StaticLimits::default(), false).expect("loads"),
+    );
+    let one_poller = uppercut_mio_server::Config {
+        pollers: 1,
+        ..config(Dispatch::Local)
+    };
+    let server = start_with(
+        &one_poller,
+        Routes::standard().with_static_site(site.clone()),
+    );
+    let mut routed = Client::connect(server.local_addr());
+    routed.send(
+        b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n",
+    );
+    assert_eq!(
+        common::text(&routed.response(false)),
+        "HTTP/1.1 100 Continue\r\n\r\n"
+    );
+
+    tree.file("www/0.txt", b"zero, sorted before a.txt\n");
+    tree.file("www/a.txt", b"new and longer\n");
+    site.reload().expect("the reload works");
+    // The thread fetches the new table for this request.
+    let mut other = Client::connect(server.local_addr());
+    check(&mut other, "/a.txt", &text_file("new and longer\n"));
+
+    routed.send(b"abc");
+    let expected = common::error_response(503, "Service Unavailable", "", false, false);
+    assert_response(&routed.response(false), &expected);
+    check(&mut routed, "/a.txt", &text_file("new and longer\n"));
+}
