@@ -15,7 +15,8 @@
 # all 27 test binaries per mutant would take hours on two cores. Modules
 # with the same test files share one cargo-mutants run.
 #
-# Writes target/mutants/<group>/mutants.out/ (cargo-mutants' own output) and
+# Writes target/mutants/<tests>/mutants.out/ (cargo-mutants' own output, one
+# directory per set of test files, e.g. lib-balance) and
 # target/mutants/survivors.txt (every missed mutant); prints the counts.
 # --iterate retests only what the previous run did not catch. Exits 0 even
 # with survivors: docs/mutants.md says which are known equivalents.
@@ -123,8 +124,11 @@ for key in "${groups[@]}"; do
         cargo mutants --list "${file_args[@]}"
         continue
     fi
-    dir="$out/group-$index"
+    # Named by its tests, so a later run of the same group (--iterate)
+    # finds it whatever else that run includes.
+    dir="$out/$(echo "$key" | sed -e 's/--test //g' -e 's/--//g' -e 's/ /-/g')"
     echo "scripts/mutants.sh: group $index:${group_files[$key]} -- cargo test $key"
+    echo "scripts/mutants.sh: started $(date -u +%FT%TZ)"
     # cargo-mutants exits 2 when mutants were missed, 3 on timeouts: both are
     # results here, not failures of the run.
     status=0
@@ -134,7 +138,9 @@ for key in "${groups[@]}"; do
         echo "scripts/mutants.sh: cargo mutants failed (exit $status)" >&2
         exit "$status"
     fi
-    count() { [ -f "$dir/mutants.out/$1" ] && grep -c . "$dir/mutants.out/$1" || echo 0; }
+    count() {
+        if [ -s "$dir/mutants.out/$1" ]; then grep -c . "$dir/mutants.out/$1"; else echo 0; fi
+    }
     caught=$(count caught.txt) missed=$(count missed.txt)
     timeout=$(count timeout.txt) unviable=$(count unviable.txt)
     total_caught=$((total_caught + caught)) total_missed=$((total_missed + missed))
@@ -147,5 +153,6 @@ if [ "$list" = true ]; then
     exit 0
 fi
 sort -o "$survivors" "$survivors"
+echo "scripts/mutants.sh: finished $(date -u +%FT%TZ)"
 echo "scripts/mutants.sh: caught $total_caught, timed out $total_timeout (caught), \
 missed $total_missed, unviable $total_unviable; survivors in $survivors"
