@@ -204,3 +204,28 @@ in_both_modes!(
     a_dropped_request_is_502,
     a_panicking_actor_is_502,
 );
+
+/// The 504 comes by the route's own reply timeout (300 ms), not by the
+/// default for actor routes (5 s). A generous upper bound: ten times the
+/// route's timeout and two seconds short of the default, so only a server
+/// that waits for the default fails it, however loaded the machine.
+fn the_504_comes_by_the_route_s_timeout(dispatch: Dispatch) {
+    const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+    let bound = DEFAULT_REPLY_TIMEOUT - Duration::from_secs(2);
+    assert!(bound >= 10 * REPLY_TIMEOUT);
+    let server = start(dispatch);
+    let mut client = Client::connect(server.local_addr());
+    let asked = std::time::Instant::now();
+    let response = get(&mut client, "/stuck");
+    let waited = asked.elapsed();
+    assert_response(
+        &response,
+        &error_response(504, "Gateway Timeout", "", false, false),
+    );
+    assert!(
+        waited < bound,
+        "the 504 took {waited:?} for a route whose reply timeout is {REPLY_TIMEOUT:?}"
+    );
+}
+
+in_both_modes!(the_504_comes_by_the_route_s_timeout);

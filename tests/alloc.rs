@@ -24,10 +24,9 @@ const PIPELINED: &[u8] =
 const STATUSES: [&str; 4] = ["200", "200", "304", "200"];
 
 /// Allocations made anywhere in the process while one keep-alive connection
-/// does `REQUESTS` round trips of `PIPELINED`, after a warm-up, how many
-/// are allowed without a per-request one (see `common::alloc::during`), and
-/// how many a fresh connection then makes.
-fn allocations_during_requests(dispatch: Dispatch, metrics: bool) -> (usize, usize, usize) {
+/// does `REQUESTS` round trips of `PIPELINED`, after a warm-up, and how many
+/// are allowed without a per-request one (see `common::alloc::during`).
+fn allocations_during_requests(dispatch: Dispatch, metrics: bool) -> (usize, usize) {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let routes = Routes::standard()
         .with_static_dir(&fixtures, StaticLimits::default())
@@ -37,25 +36,14 @@ fn allocations_during_requests(dispatch: Dispatch, metrics: bool) -> (usize, usi
         ..config(dispatch)
     };
     let server = start_with(&config, routes);
-    let addr = server.local_addr();
-    let (counted, allowed) =
-        common::alloc::during_round_trips(addr, PIPELINED, &STATUSES, REQUESTS);
-    (
-        counted,
-        allowed,
-        common::alloc::during_a_fresh_connection(addr),
-    )
+    common::alloc::during_round_trips(server.local_addr(), PIPELINED, &STATUSES, REQUESTS)
 }
 
 #[test]
 fn local_dispatch_allocates_nothing_per_request() {
-    let (local, allowed, fresh) = allocations_during_requests(Dispatch::Local, false);
-    let (counted, counted_allowed, _) = allocations_during_requests(Dispatch::Local, true);
-    let (system, _, _) = allocations_during_requests(Dispatch::System, false);
-    println!(
-        "allocations for {REQUESTS} round trips: local {local}, \
-         local with metrics {counted}, system {system}; a fresh connection {fresh}"
-    );
+    let (local, allowed) = allocations_during_requests(Dispatch::Local, false);
+    let (counted, counted_allowed) = allocations_during_requests(Dispatch::Local, true);
+    println!("allocations for {REQUESTS} round trips: local {local}, local with metrics {counted}");
     assert!(
         local < allowed,
         "local dispatch allocated {local} times in {REQUESTS} round trips"
@@ -64,10 +52,5 @@ fn local_dispatch_allocates_nothing_per_request() {
         counted < counted_allowed,
         "local dispatch with --metrics allocated {counted} times in {REQUESTS} round trips"
     );
-    // A fresh connection allocates on the server's threads: the counter
-    // sees them, so the zeros above are the server's.
-    assert!(
-        fresh > 0,
-        "the counter saw no allocation on the server's threads"
-    );
+    common::alloc::assert_counter_sees_server_threads(Dispatch::Local);
 }

@@ -3,31 +3,14 @@
 
 mod common;
 
-use common::{assert_response, exchange, start, Client};
+use common::{assert_response, exchange, start, v1_user, Client, HELLO, HELLO_HEAD};
 use uppercut_mio_server::Dispatch;
 
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
-const HELLO_HEAD: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\n";
 const PLAINTEXT: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
     Content-Type: text/plain\r\nContent-Length: 13\r\nDate: {date}\r\n\r\nHello, World!";
 const JSON: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
     Content-Type: application/json\r\nContent-Length: 27\r\nDate: {date}\r\n\r\n\
     {\"message\":\"Hello, World!\"}";
-
-fn v1_user() -> String {
-    let body = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/v1-user.json"
-    ))
-    .expect("fixture");
-    assert_eq!(body.len(), 3696);
-    format!(
-        "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\ncontent-type: application/json\r\n\
-         engine: Rust/Uppercut\r\nlocation: /v1/user\r\nContent-Length: 3696\r\nDate: {{date}}\r\n\r\n{body}"
-    )
-}
 
 fn get(path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n")

@@ -13,15 +13,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::upstream::with_upstream;
-use common::{assert_response, config, start_with, Client};
+use common::{assert_response, config, start_with, Client, HELLO, HELLO_CLOSE};
 use uppercut_mio_server::config::Timeouts;
 use uppercut_mio_server::{Config, Dispatch, Routes};
 
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
-const HELLO_CLOSE: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\
-    Connection: close\r\n\r\nhello\n";
 const BODY: &str = r#"{"ok": true}"#;
 const IO_RESPONSE: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
     Content-Type: application/json\r\nContent-Length: 12\r\nDate: {date}\r\n\r\n{\"ok\": true}";

@@ -3,16 +3,11 @@
 mod common;
 
 use std::io::Write;
-use std::net::TcpStream;
 use std::thread;
 
-use common::{assert_response, start, Client};
-use socket2::{Domain, Socket, Type};
+use common::{assert_response, slow_reader, start, Client, HELLO};
 use uppercut_mio_server::raise_open_files_limit;
 use uppercut_mio_server::Dispatch;
-
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
 
 /// A client pipelines 3,000 requests for 7.6 MB of responses and reads them
 /// through an 8 KiB receive window: more than a loopback socket can buffer
@@ -22,10 +17,7 @@ const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
 /// server stops reading while its output is backed up.
 fn slow_reader_gets_every_byte(dispatch: Dispatch) {
     let server = start(dispatch);
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&server.local_addr().into()).unwrap();
-    let mut client = Client::from_stream(TcpStream::from(socket));
+    let mut client = slow_reader(server.local_addr());
 
     let is_user = |i: usize| i % 3 != 2;
     let batch: String = (0..3000)

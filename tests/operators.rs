@@ -6,71 +6,16 @@
 mod common;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::process::{server_command, Running, BINARY};
 use common::{text, Client};
 use socket2::{Domain, Socket, Type};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_uppercut-mio-server");
-
-/// A server process, killed if the test fails before it exits.
-struct Process {
-    child: Child,
-    start_line: String,
-    addr: SocketAddr,
-}
-
-impl Process {
-    fn start(args: &[&str]) -> Process {
-        Process::start_with_stderr(args, Stdio::inherit())
-    }
-
-    /// Starts the binary with its stderr going to `stderr`.
-    fn start_with_stderr(args: &[&str], stderr: Stdio) -> Process {
-        let mut child = Command::new(BINARY)
-            .args(["--bind", "127.0.0.1:0", "--pollers", "1"])
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("the server starts");
-        let mut start_line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut start_line)
-            .unwrap();
-        let addr = start_line
-            .strip_prefix("listening on http://")
-            .and_then(|rest| rest.split(' ').next())
-            .unwrap_or_else(|| panic!("unexpected start line {start_line:?}"))
-            .parse()
-            .unwrap();
-        Process {
-            child,
-            start_line,
-            addr,
-        }
-    }
-
-    /// SIGTERM, then the exit status.
-    fn terminate(&mut self) -> Option<i32> {
-        // SAFETY: sends a signal to our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap().code()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A path in the target directory, unique to this test and process.
 fn scratch_path(name: &str) -> PathBuf {
@@ -83,7 +28,7 @@ fn scratch_path(name: &str) -> PathBuf {
 
 #[test]
 fn a_second_server_on_the_same_address_exits_1() {
-    let first = Process::start(&[]);
+    let first = Running::start(server_command(&[]));
     let addr = first.addr.to_string();
     let second = Command::new(BINARY)
         .args(["--bind", &addr, "--pollers", "2"])
@@ -103,12 +48,12 @@ fn the_start_line_names_the_static_directory_and_the_upstream() {
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join("a.txt"), "a").unwrap();
     let dir_arg = dir.to_str().unwrap();
-    let mut server = Process::start(&[
+    let mut server = Running::start(server_command(&[
         "--static-dir",
         dir_arg,
         "--upstream",
         "http://127.0.0.1:9/status",
-    ]);
+    ]));
     assert_eq!(
         server.start_line,
         format!(
@@ -149,12 +94,12 @@ fn without_dates(log: &str) -> String {
 
 fn writes_one_line_per_request(dispatch: &str) {
     let path = scratch_path(&format!("access-log-{dispatch}"));
-    let mut server = Process::start(&[
+    let mut server = Running::start(server_command(&[
         "--dispatch",
         dispatch,
         "--access-log",
         path.to_str().unwrap(),
-    ]);
+    ]));
     let mut client = Client::connect(server.addr);
     client.send(
         b"GET /json?x=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: curl/8.0\r\n\
@@ -203,12 +148,12 @@ fn sigusr1_reopens_the_access_log(dispatch: &str) {
     let path = scratch_path(&format!("access-log-reopen-{dispatch}"));
     let rotated = path.with_extension("1");
     let _ = fs::remove_file(&rotated);
-    let mut server = Process::start(&[
+    let mut server = Running::start(server_command(&[
         "--dispatch",
         dispatch,
         "--access-log",
         path.to_str().unwrap(),
-    ]);
+    ]));
     let mut client = Client::connect(server.addr);
     client.send(b"GET /json HTTP/1.1\r\nHost: t\r\n\r\n");
     client.response(false);
@@ -216,8 +161,7 @@ fn sigusr1_reopens_the_access_log(dispatch: &str) {
     wait_for("the first line", || read(&path).ends_with('\n'));
 
     fs::rename(&path, &rotated).unwrap();
-    // SAFETY: sends a signal to our own child process.
-    unsafe { libc::kill(server.child.id() as i32, libc::SIGUSR1) };
+    server.signal(libc::SIGUSR1);
     wait_for("the reopened file", || path.exists());
     client.send(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n");
     client.response(false);
@@ -269,7 +213,7 @@ fn logs_the_bytes_sent_of_a_response_cut_short(dispatch: &str) {
         path.to_str().unwrap(),
     ];
     // The shutdown timeout's warning is expected: read, not printed.
-    let mut server = Process::start_with_stderr(&args, Stdio::piped());
+    let mut server = Running::start_with_log(server_command(&args));
     // A small receive window, and nothing read past the head: the server
     // can send a few MiB at most before its socket stops taking them.
     let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
@@ -287,16 +231,14 @@ fn logs_the_bytes_sent_of_a_response_cut_short(dispatch: &str) {
     stream.read_exact(&mut received).unwrap();
     assert_eq!(&received, b"HTTP/1.1 200 OK\r");
     assert_eq!(server.terminate(), Some(0));
-    let mut stderr = String::new();
-    let mut pipe = server.child.stderr.take().unwrap();
-    pipe.read_to_string(&mut stderr).unwrap();
+    let stderr = server.log_until("shutdown timeout");
     assert!(
-        stderr.lines().count() == 1
-            && stderr.ends_with(
+        stderr.len() == 1
+            && stderr[0].ends_with(
                 " WARN  uppercut_mio_server::runtime::server] \
-                 shutdown timeout: closed the connections still busy\n"
+                 shutdown timeout: closed the connections still busy"
             ),
-        "{stderr}"
+        "{stderr:?}"
     );
     stream.read_to_end(&mut received).unwrap();
 

@@ -3,75 +3,28 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use common::{assert_response, read_until_closed, Client};
-use socket2::{Domain, Socket, Type};
+use common::process::{server_command, Running, BINARY};
+use common::{
+    assert_response, pipeline_from_thread, read_until_closed, slow_reader, v1_user, Client, HELLO,
+};
 use uppercut_mio_server::raise_open_files_limit;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_uppercut-mio-server");
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
-
-/// A server process, killed if the test fails before it exits.
-struct Process {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Process {
-    /// Runs `command` (which execs the binary) and reads its start line.
-    fn start(mut command: Command, dispatch: &str) -> Process {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .strip_prefix("listening on http://")
-            .and_then(|rest| rest.split(' ').next())
-            .unwrap_or_else(|| panic!("unexpected start line {line:?}"));
-        assert_eq!(
-            line,
-            format!("listening on http://{addr} (1 pollers, dispatch {dispatch})\n")
-        );
-        Process {
-            addr: addr.parse().unwrap(),
-            child,
-        }
-    }
-
-    fn binary(dispatch: &str) -> Process {
-        let mut command = Command::new(BINARY);
-        command.args([
-            "--bind",
-            "127.0.0.1:0",
-            "--pollers",
-            "1",
-            "--dispatch",
-            dispatch,
-        ]);
-        Process::start(command, dispatch)
-    }
-
-    fn terminate(&self) {
-        // SAFETY: sends a signal to our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `command` (which runs the binary with one poller) started, after
+/// checking its whole start line.
+fn started(command: Command, dispatch: &str) -> Running {
+    let server = Running::start(command);
+    assert_eq!(
+        server.start_line,
+        format!(
+            "listening on http://{} (1 pollers, dispatch {dispatch})\n",
+            server.addr
+        )
+    );
+    server
 }
 
 #[test]
@@ -97,20 +50,17 @@ fn refuses_bad_flags_in_one_line_with_status_2() {
 }
 
 fn sigterm_finishes_the_response_in_flight_and_exits_0(dispatch: &str) {
-    let mut server = Process::binary(dispatch);
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&server.addr.into()).unwrap();
-    let mut client = Client::from_stream(TcpStream::from(socket));
-    let batch = "GET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n".repeat(2000);
-    let mut writer = client.stream.try_clone().unwrap();
-    let writing = thread::spawn(move || writer.write_all(batch.as_bytes()));
-    let first = client.response(false);
+    let mut server = started(server_command(&["--dispatch", dispatch]), dispatch);
+    let mut client = slow_reader(server.addr);
+    let writing = pipeline_from_thread(&client, "GET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n", 2000);
+    let user = v1_user();
+    assert_response(&client.response(false), &user);
 
-    server.terminate();
+    server.signal(libc::SIGTERM);
     writing.join().unwrap().expect("all requests sent");
+    // Every one of the 2,000 responses arrives whole, byte for byte.
     for _ in 1..2000 {
-        assert_eq!(client.response(false).len(), first.len());
+        assert_response(&client.response(false), &user);
     }
     client.assert_closed();
     assert_eq!(server.child.wait().unwrap().code(), Some(0));
@@ -130,8 +80,6 @@ fn sigterm_finishes_the_response_in_flight_and_exits_0_system() {
 /// connections. Of 40 clients, the rest wait in the listen backlog while
 /// accept fails with EMFILE; the server must keep serving the ones it holds,
 /// not spin, and pick the waiting ones up by itself once descriptors free up.
-/// It says so on stderr, which the test reads rather than pass on to the
-/// test output, where warnings meant to be there would look like failures.
 #[test]
 fn survives_running_out_of_descriptors() {
     raise_open_files_limit().unwrap();
@@ -142,15 +90,16 @@ fn survives_running_out_of_descriptors() {
             "ulimit -n 32 && exec \"$0\" --bind 127.0.0.1:0 --pollers 1",
             BINARY,
         ])
-        .env_remove("RUST_LOG")
-        .stderr(Stdio::piped());
-    let mut server = Process::start(command, "local");
-    let mut stderr = server.child.stderr.take().unwrap();
-    // Drained as it comes, so the server never blocks on a full pipe.
-    let warnings = thread::spawn(move || {
-        let mut text = String::new();
-        stderr.read_to_string(&mut text).map(|_| text)
-    });
+        .env_remove("RUST_LOG");
+    // The accept pause's warnings are expected: read, not printed.
+    let mut server = Running::start_with_log(command);
+    assert_eq!(
+        server.start_line,
+        format!(
+            "listening on http://{} (1 pollers, dispatch local)\n",
+            server.addr
+        )
+    );
 
     let mut clients: Vec<Client> = (0..40).map(|_| Client::connect(server.addr)).collect();
     for client in &mut clients {
@@ -187,21 +136,20 @@ fn survives_running_out_of_descriptors() {
         assert_response(&client.response(false), HELLO);
     }
 
-    server.terminate();
-    assert_eq!(server.child.wait().unwrap().code(), Some(0));
-    let warnings = warnings.join().unwrap().expect("stderr reads");
+    assert_eq!(server.terminate(), Some(0));
+    let warnings = server.rest_of_log();
     // Each line is the accept pause's warning, and there was one: anything
     // else the server said is shown here, as a failure.
     let pause = "WARN  uppercut_mio_server::runtime::poller::accept] accept: \
         Too many open files (os error 24); pausing accepts for 200ms";
     assert!(
-        !warnings.is_empty() && warnings.lines().all(|line| line.ends_with(pause)),
-        "the server's stderr:\n{warnings}"
+        !warnings.is_empty() && warnings.iter().all(|line| line.ends_with(pause)),
+        "the server's stderr: {warnings:#?}"
     );
 }
 
 /// User and system CPU time of the process, in clock ticks.
-fn cpu_ticks(process: &Process) -> u64 {
+fn cpu_ticks(process: &Running) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", process.child.id())).unwrap();
     let fields: Vec<&str> = stat
         .rsplit(')')

@@ -1,36 +1,44 @@
 //! Timeouts, the connection limit, panics and graceful shutdown, over real
-//! sockets, in both dispatch modes. Timeouts are short here (300 ms); the
-//! poller sweeps once a second, so each case takes one to two seconds.
+//! sockets, in both dispatch modes. The timeout a case waits for is short
+//! (300 ms) and the other kinds are a minute, so a connection closed by the
+//! wrong kind fails the case; the poller sweeps once a second, so each case
+//! takes one to two seconds.
 
 mod common;
 
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::net::TcpStream;
 use std::thread;
 use std::time::Duration;
 
 use common::{
-    assert_response, config, read_until_closed, start_with, wait_until_peer_closes, Client,
+    assert_response, config, pipeline_from_thread, read_until_closed, slow_reader, start_with,
+    text, v1_user, wait_until_peer_closes, Client, HELLO,
 };
-use socket2::{Domain, Socket, Type};
 use uppercut_mio_server::config::Timeouts;
 use uppercut_mio_server::{Config, Dispatch, Routes};
 
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
 const TIMEOUT_408: &str = "HTTP/1.1 408 Request Timeout\r\nServer: uppercut-mio-server\r\n\
     Content-Type: text/plain; charset=utf-8\r\nContent-Length: 20\r\nDate: {date}\r\n\
     Connection: close\r\n\r\n408 Request Timeout\n";
+/// The timeout a test waits for.
 const SHORT: Duration = Duration::from_millis(300);
+/// The timeouts a test does not wait for: longer than the client's read
+/// timeout (20 s), so a connection closed by one of them fails the test.
+const LONG: Duration = Duration::from_secs(60);
 
-fn short_timeouts(dispatch: Dispatch) -> Config {
+/// Only the timeout of `short` is short; each kind is set apart, so a test
+/// also fails when the wrong kind closes the connection.
+fn timeouts(dispatch: Dispatch, short: fn(&mut Timeouts) -> &mut Duration) -> Config {
+    let mut timeouts = Timeouts {
+        header: LONG,
+        keepalive: LONG,
+        write: LONG,
+        ..Timeouts::default()
+    };
+    *short(&mut timeouts) = SHORT;
     Config {
-        timeouts: Timeouts {
-            header: SHORT,
-            keepalive: SHORT,
-            write: SHORT,
-            ..Timeouts::default()
-        },
+        timeouts,
         ..config(dispatch)
     }
 }
@@ -40,25 +48,10 @@ fn hello_works(client: &mut Client) {
     assert_response(&client.response(false), HELLO);
 }
 
-/// A connection whose socket reads only 4 KiB at a time, so the server's
-/// output backs up quickly.
-fn slow_client(addr: std::net::SocketAddr) -> Client {
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&addr.into()).unwrap();
-    Client::from_stream(TcpStream::from(socket))
-}
-
-/// Pipelines `count` requests for /v1/user from a second thread (the server
-/// stops reading while its output is backed up).
-fn pipeline_users(client: &Client, count: usize) -> thread::JoinHandle<std::io::Result<()>> {
-    let mut writer = client.stream.try_clone().unwrap();
-    let batch = "GET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n".repeat(count);
-    thread::spawn(move || writer.write_all(batch.as_bytes()))
-}
+const GET_USER: &str = "GET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n";
 
 fn answers_408_to_a_head_that_never_completes(dispatch: Dispatch) {
-    let server = start_with(&short_timeouts(dispatch), Routes::standard());
+    let server = start_with(&timeouts(dispatch, |t| &mut t.header), Routes::standard());
     let mut slowloris = Client::connect(server.local_addr());
     slowloris.send(b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ");
     assert_response(&read_until_closed(&mut slowloris.stream), TIMEOUT_408);
@@ -68,24 +61,61 @@ fn answers_408_to_a_head_that_never_completes(dispatch: Dispatch) {
 }
 
 fn closes_idle_keep_alive_connections(dispatch: Dispatch) {
-    let server = start_with(&short_timeouts(dispatch), Routes::standard());
+    let server = start_with(
+        &timeouts(dispatch, |t| &mut t.keepalive),
+        Routes::standard(),
+    );
     let mut client = Client::connect(server.local_addr());
     hello_works(&mut client);
     assert_eq!(read_until_closed(&mut client.stream), b"");
 }
 
+/// The client sends far more requests than the socket buffers between it
+/// and the server hold, and reads nothing until the server closes.
 fn closes_a_client_that_stops_reading(dispatch: Dispatch) {
-    let server = start_with(&short_timeouts(dispatch), Routes::standard());
-    let mut client = slow_client(server.local_addr());
-    let writing = pipeline_users(&client, 3000);
+    let server = start_with(&timeouts(dispatch, |t| &mut t.write), Routes::standard());
+    let mut client = slow_reader(server.local_addr());
+    // 17 MB of requests: past what loopback buffers hold (a few MiB each
+    // way), so the writer is still blocked when the server closes.
+    let writing = pipeline_from_thread(&client, GET_USER, 500_000);
     wait_until_peer_closes(&client.stream);
     let received = read_until_closed(&mut client.stream);
+    // What did arrive is whole responses, then at most part of one.
+    let user = v1_user();
+    let date_at = user.find("{date}").unwrap();
+    let mut rest = &received[..];
+    let mut whole = 0;
+    while !rest.is_empty() {
+        let date = rest
+            .get(date_at..rest.len().min(date_at + 29))
+            .unwrap_or(b"");
+        let one = user.replace("{date}", &text(date));
+        let len = one.len().min(rest.len());
+        assert!(
+            rest[..len] == one.as_bytes()[..len],
+            "response {whole} differs: {:?}",
+            text(&rest[..len])
+        );
+        rest = &rest[len..];
+        whole += 1;
+    }
     assert!(
-        received.len() < 3000 * 3696,
-        "the server kept writing to a client that read nothing"
+        whole < 500_000,
+        "{whole} responses to a client that read nothing"
     );
-    // The server may have closed before taking every request: either way is fine.
-    let _ = writing.join().unwrap();
+    // The close is a close, not a shutdown of the server's side alone: the
+    // blocked writer fails.
+    let error = writing
+        .join()
+        .unwrap()
+        .expect_err("the server took every request");
+    assert!(
+        matches!(
+            error.kind(),
+            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+        ),
+        "{error}"
+    );
 }
 
 fn refuses_connections_past_the_limit(dispatch: Dispatch) {
@@ -147,10 +177,11 @@ fn shutdown_finishes_in_flight_responses(dispatch: Dispatch) {
     let addr = server.local_addr();
     let mut idle = Client::connect(addr);
     hello_works(&mut idle);
-    let mut busy = slow_client(addr);
-    let writing = pipeline_users(&busy, 3000);
+    let mut busy = slow_reader(addr);
+    let writing = pipeline_from_thread(&busy, GET_USER, 3000);
     // The first response proves the batch is being served.
-    let first = busy.response(false);
+    let user = v1_user();
+    assert_response(&busy.response(false), &user);
 
     let shutdown = thread::spawn(move || server.shutdown(Duration::from_secs(20)));
     // Idle connections are closed at once, and nothing new is accepted.
@@ -162,7 +193,7 @@ fn shutdown_finishes_in_flight_responses(dispatch: Dispatch) {
     // Every request already sent gets its whole response, then the close.
     writing.join().unwrap().expect("all requests sent");
     for _ in 1..3000 {
-        assert_eq!(busy.response(false).len(), first.len());
+        assert_response(&busy.response(false), &user);
     }
     busy.assert_closed();
     assert!(shutdown.join().unwrap(), "shutdown ran into its timeout");

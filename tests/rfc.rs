@@ -6,13 +6,9 @@
 
 mod common;
 
-use common::{assert_response, error_response as error, start, Client};
+use common::{assert_response, error_response as error, start, Client, HELLO, HELLO_HEAD};
 use uppercut_mio_server::Dispatch;
 
-const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
-const HELLO_HEAD: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
-    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\n";
 const JSON: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
     Content-Type: application/json\r\nContent-Length: 27\r\nDate: {date}\r\n\r\n\
     {\"message\":\"Hello, World!\"}";

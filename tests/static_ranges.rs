@@ -7,7 +7,7 @@
 mod common;
 mod static_common;
 
-use common::{assert_response, Client};
+use common::{assert_response, text, Client};
 use static_common::*;
 use uppercut_mio_server::Dispatch;
 
@@ -228,3 +228,55 @@ in_both_modes!(
     answers_304_when_not_modified_since,
     if_none_match_overrides_if_modified_since,
 );
+
+/// A file modified in the very second its site loads may change again
+/// within that second, so its date is no strong validator (RFC 9110
+/// §8.8.2.2): `If-Range` with that date gets the whole file, not the range.
+/// The load must fall in the file's second, so a try whose load crossed
+/// into the next second is made again.
+#[test]
+fn a_date_from_the_second_of_the_load_is_weak() {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    use uppercut_mio_server::sans_io::format_imf_fixdate;
+    use uppercut_mio_server::{Routes, StaticLimits};
+    let unix_now = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs()
+    };
+    for _ in 0..10 {
+        let tree = TempTree::new("same-second");
+        let path = tree.file("www/a.txt", b"same second\n");
+        let second = unix_now();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|file| file.set_modified(UNIX_EPOCH + Duration::from_secs(second)))
+            .expect("set the mtime to now");
+        let routes = Routes::standard()
+            .with_static_dir(&tree.root.join("www"), StaticLimits::default())
+            .expect("the site loads");
+        if unix_now() != second {
+            continue;
+        }
+        let server = common::start_with(&common::config(Dispatch::Local), routes);
+        let mut client = Client::connect(server.local_addr());
+        let date = String::from_utf8(format_imf_fixdate(second).to_vec()).unwrap();
+        let request = with_headers(
+            "GET",
+            "/a.txt",
+            &["Range: bytes=0-3", &format!("If-Range: {date}")],
+        );
+        client.send(request.as_bytes());
+        let response = text(&client.response(false));
+        assert!(
+            response.starts_with("HTTP/1.1 200 OK\r\n")
+                && response.contains(&format!("\r\nLast-Modified: {date}\r\n"))
+                && response.ends_with("\r\n\r\nsame second\n"),
+            "{response}"
+        );
+        return;
+    }
+    panic!("in 10 tries the load never fell in the second its file was written");
+}

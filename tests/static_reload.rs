@@ -7,13 +7,9 @@ mod common;
 mod static_common;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
 
+use common::process::{server_command, Running};
 use common::{assert_response, config, start_with, Client};
 use static_common::*;
 use uppercut_mio_server::{Dispatch, LoadSummary, Routes, StaticLimits, StaticSite};
@@ -93,84 +89,11 @@ fn reload_swaps_the_files_under_open_connections(dispatch: Dispatch) {
 
 in_both_modes!(reload_swaps_the_files_under_open_connections);
 
-const BINARY: &str = env!("CARGO_BIN_EXE_uppercut-mio-server");
-
-/// The binary serving a directory, its stderr lines arriving on a channel.
-struct Process {
-    child: Child,
-    addr: SocketAddr,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Process {
-    fn start(dir: &std::path::Path, flags: &[&str]) -> Process {
-        let mut child = Command::new(BINARY)
-            .args(["--bind", "127.0.0.1:0", "--pollers", "1", "--static-dir"])
-            .arg(dir)
-            .args(flags)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let (lines, stderr) = mpsc::channel();
-        let errors = BufReader::new(child.stderr.take().expect("stderr"));
-        std::thread::spawn(move || {
-            for line in errors.lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the start line");
-        let addr = line
-            .strip_prefix("listening on http://")
-            .and_then(|rest| rest.split(' ').next())
-            .unwrap_or_else(|| panic!("unexpected start line {line:?}"))
-            .parse()
-            .expect("an address");
-        Process {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    fn signal(&self, signal: i32) {
-        // SAFETY: sends a signal to our own child process.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
-    }
-
-    /// The stderr lines up to the first that contains `needle`, which is last.
-    fn log_until(&self, needle: &str) -> Vec<String> {
-        let mut lines = Vec::new();
-        loop {
-            let line = self
-                .stderr
-                .recv_timeout(Duration::from_secs(20))
-                .unwrap_or_else(|_| panic!("no log line with {needle:?} after {lines:?}"));
-            let found = line.contains(needle);
-            lines.push(line);
-            if found {
-                return lines;
-            }
-        }
-    }
-
-    /// The next stderr line that contains `needle`.
-    fn wait_for_log(&self, needle: &str) -> String {
-        self.log_until(needle).pop().unwrap_or_default()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The binary serving `dir` with one poller and `flags`, logging at info.
+fn serve_dir(dir: &std::path::Path, flags: &[&str]) -> Running {
+    let mut command = server_command(&["--static-dir"]);
+    command.arg(dir).args(flags).env("RUST_LOG", "info");
+    Running::start_with_log(command)
 }
 
 #[test]
@@ -178,7 +101,7 @@ fn sighup_reloads_the_binary_without_dropping_a_connection() {
     let tree = TempTree::new("sighup");
     let www = tree.root.join("www");
     tree.file("www/a.txt", b"old\n");
-    let mut process = Process::start(&www, &["--static-max-file", "1K"]);
+    let mut process = serve_dir(&www, &["--static-max-file", "1K"]);
     let mut before = Client::connect(process.addr);
     check(&mut before, "/a.txt", &text_file("old\n"));
 
@@ -224,7 +147,7 @@ fn the_start_warns_of_dotfiles_left_out() {
     tree.file("www/.env", b"SECRET=1\n");
     tree.file("www/.git/config", b"[core]\n");
     tree.file("www/a.txt", b"a\n");
-    let process = Process::start(&www, &[]);
+    let process = serve_dir(&www, &[]);
     let line = process.wait_for_log("not serving");
     let warning = format!(
         "--static-dir {}: not serving 2 dotfiles or dot-directories (names starting with '.'); \
@@ -238,16 +161,140 @@ fn the_start_warns_of_dotfiles_left_out() {
     drop(process);
 
     // With the flag, they are served and nothing is said.
-    let process = Process::start(&www, &["--static-dotfiles"]);
+    let process = serve_dir(&www, &["--static-dotfiles"]);
     let mut client = Client::connect(process.addr);
     client.send(get("/.env").as_bytes());
     assert!(client.response(false).ends_with(b"\r\n\r\nSECRET=1\n"));
     process.signal(libc::SIGTERM);
-    let line = process.wait_for_log("shutting down");
-    assert!(line.contains("signal 15"), "{line}");
-    let said: Vec<String> = process.stderr.try_iter().collect();
+    // Every line from the start to the shutdown: no warning among them.
+    let said = process.log_until("shutting down");
+    assert!(said.last().unwrap().contains("signal 15"), "{said:?}");
     assert!(
-        !said.iter().any(|line| line.contains("dotfiles")),
+        !said
+            .iter()
+            .any(|line| line.contains(" WARN ") || line.contains("not serving")),
         "{said:?}"
     );
+    // The dotfiles were loaded with the rest: three files, 18 bytes.
+    let loaded = format!(
+        "loaded 3 static files, 18 bytes, 0 with a gzip copy, from {}",
+        www.display()
+    );
+    assert!(said.iter().any(|line| line.ends_with(&loaded)), "{said:?}");
+}
+
+/// The limits are reached, not passed: a file of exactly `max_file` bytes,
+/// and files adding up to exactly `max_total`, load; one byte more fails.
+#[test]
+fn the_limits_themselves_are_allowed() {
+    let tree = TempTree::new("exact-limits");
+    let www = tree.root.join("www");
+    tree.file("www/a.txt", b"aaaa");
+    tree.file("www/b.txt", b"bbbbbb");
+    let exact = StaticLimits {
+        max_file: 6,
+        max_total: 10,
+    };
+    let site = StaticSite::load(&www, exact, false).expect("exactly at the limits");
+    let summary = LoadSummary {
+        files: 2,
+        bytes: 10,
+        skipped_dotfiles: 0,
+    };
+    assert_eq!(site.summary(), summary);
+    let file_under = StaticLimits {
+        max_file: 5,
+        ..exact
+    };
+    let error = StaticSite::load(&www, file_under, false).expect_err("a file over");
+    let b = www.join("b.txt");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{} is 6 bytes, over the per-file limit of 5 bytes",
+            b.display()
+        )
+    );
+    let total_under = StaticLimits {
+        max_total: 9,
+        ..exact
+    };
+    let error = StaticSite::load(&www, total_under, false).expect_err("the total over");
+    assert!(
+        error
+            .to_string()
+            .ends_with("brings the static files to 10 bytes, over the total limit of 9 bytes"),
+        "{error}"
+    );
+}
+
+/// A read error keeps the io::Error as its source; a symlink loop is such
+/// an error (only a dangling symlink is skipped), and `Debug` names the
+/// directory and the generation.
+#[test]
+fn errors_keep_their_cause_and_the_site_describes_itself() {
+    use std::error::Error;
+    let tree = TempTree::new("errors");
+    let www = tree.root.join("www");
+    tree.file("www/a.txt", b"a\n");
+    let site = StaticSite::load(&www, StaticLimits::default(), false).expect("loads");
+    assert_eq!(
+        format!("{site:?}"),
+        format!("StaticSite {{ dir: {www:?}, generation: 0, .. }}")
+    );
+
+    let missing = tree.root.join("missing");
+    let error = StaticSite::load(&missing, StaticLimits::default(), false).expect_err("missing");
+    let source = error.source().expect("the io::Error behind it");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("an io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+
+    tree.symlink("loop-b", "www/loop-a");
+    tree.symlink("loop-a", "www/loop-b");
+    let error = StaticSite::load(&www, StaticLimits::default(), false).expect_err("a loop");
+    assert!(error.source().is_some(), "{error}");
+}
+
+/// A request routed to a file before a reload, whose body comes after it,
+/// is answered 503 (try again) once its thread holds the new table: never
+/// with the old reply looked up in the new table. One poller in `local`
+/// dispatch, so both connections run on the same thread; `100 Continue`
+/// shows the first request has been routed.
+#[test]
+fn a_body_that_arrives_across_a_reload_gets_503() {
+    let tree = TempTree::new("body-across-reload");
+    tree.file("www/a.txt", b"old\n");
+    let site = Arc::new(
+        StaticSite::load(&tree.root.join("www"), StaticLimits::default(), false).expect("loads"),
+    );
+    let one_poller = uppercut_mio_server::Config {
+        pollers: 1,
+        ..config(Dispatch::Local)
+    };
+    let server = start_with(
+        &one_poller,
+        Routes::standard().with_static_site(site.clone()),
+    );
+    let mut routed = Client::connect(server.local_addr());
+    routed.send(
+        b"GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n",
+    );
+    assert_eq!(
+        common::text(&routed.response(false)),
+        "HTTP/1.1 100 Continue\r\n\r\n"
+    );
+
+    tree.file("www/0.txt", b"zero, sorted before a.txt\n");
+    tree.file("www/a.txt", b"new and longer\n");
+    site.reload().expect("the reload works");
+    // The thread fetches the new table for this request.
+    let mut other = Client::connect(server.local_addr());
+    check(&mut other, "/a.txt", &text_file("new and longer\n"));
+
+    routed.send(b"abc");
+    let expected = common::error_response(503, "Service Unavailable", "", false, false);
+    assert_response(&routed.response(false), &expected);
+    check(&mut routed, "/a.txt", &text_file("new and longer\n"));
 }

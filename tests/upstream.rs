@@ -12,7 +12,9 @@ use std::thread;
 use std::time::Duration;
 
 use common::upstream::{with_upstream, Upstream};
-use common::{assert_response, config, exchange, start_with, text, Client};
+use common::{
+    assert_response, config, error_response, error_with_cause, exchange, start_with, text, Client,
+};
 use uppercut_mio_server::{Config, Dispatch, Routes, Server};
 
 const BODY: &str = r#"{"status": 200, "msg": "Good Luck!"}"#;
@@ -78,19 +80,6 @@ fn start_for(config: &Config) -> Server {
     start_with(config, Routes::standard())
 }
 
-/// An error response; `cause`, when given, follows the reason in the body.
-fn error_response(code: u16, reason: &str, cause: Option<&str>) -> String {
-    let body = match cause {
-        Some(cause) => format!("{code} {reason}: {cause}\n"),
-        None => format!("{code} {reason}\n"),
-    };
-    format!(
-        "HTTP/1.1 {code} {reason}\r\nServer: uppercut-mio-server\r\n\
-         Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nDate: {{date}}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
 fn round_trips_the_json(dispatch: Dispatch) {
     for behaviour in [Behaviour::Sized(BODY), Behaviour::Chunked(BODY)] {
         let upstream = upstream(behaviour);
@@ -138,7 +127,7 @@ fn answers_502_when_the_upstream_is_down(dispatch: Dispatch) {
     client.send(GET_IO);
     assert_response(
         &client.response(false),
-        &error_response(502, "Bad Gateway", Some("upstream refused the connection")),
+        &error_with_cause(502, "Bad Gateway", "upstream refused the connection", false),
     );
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     assert!(client.response(false).starts_with(b"HTTP/1.1 200 OK\r\n"));
@@ -150,7 +139,7 @@ fn answers_502_for_a_body_that_is_not_json(dispatch: Dispatch) {
     let response = exchange(&server, "GET /io HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_response(
         &response,
-        &error_response(502, "Bad Gateway", Some("upstream answer is not JSON")),
+        &error_with_cause(502, "Bad Gateway", "upstream answer is not JSON", false),
     );
 }
 
@@ -165,7 +154,7 @@ fn answers_504_when_the_upstream_is_slow(dispatch: Dispatch) {
     client.send(GET_IO);
     assert_response(
         &client.response(false),
-        &error_response(504, "Gateway Timeout", Some("upstream timed out")),
+        &error_with_cause(504, "Gateway Timeout", "upstream timed out", false),
     );
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     assert!(client.response(false).starts_with(b"HTTP/1.1 200 OK\r\n"));
@@ -214,7 +203,7 @@ fn answers_503_when_the_queue_is_full(dispatch: Dispatch) {
     // Nothing can answer 200 before the gate opens, so the first answer is the 503.
     assert_response(
         &answered.recv().unwrap(),
-        &error_response(503, "Service Unavailable", Some("upstream queue full")),
+        &error_with_cause(503, "Service Unavailable", "upstream queue full", false),
     );
     open_gate.send(()).unwrap();
     open_gate.send(()).unwrap();
@@ -225,7 +214,10 @@ fn answers_503_when_the_queue_is_full(dispatch: Dispatch) {
 fn io_is_not_found_without_an_upstream(dispatch: Dispatch) {
     let server = start_with(&config(dispatch), Routes::standard());
     let response = exchange(&server, "GET /io HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert_response(&response, &error_response(404, "Not Found", None));
+    assert_response(
+        &response,
+        &error_response(404, "Not Found", "", false, false),
+    );
 }
 
 in_both_modes!(

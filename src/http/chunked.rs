@@ -395,6 +395,40 @@ mod tests {
         }
     }
 
+    /// The limits are reached, not passed: a body of exactly the body limit
+    /// and a trailer line of exactly the head limit are taken; one byte
+    /// more is refused, whether it comes in one chunk or in two.
+    #[test]
+    fn the_limits_themselves_are_allowed() {
+        let mut at_limit = ChunkedDecoder::new(MAX_BODY_LEN);
+        let size = format!("{MAX_BODY_LEN:x}\r\n");
+        let len = size.len();
+        assert_eq!(at_limit.skip(size.as_bytes()), Ok(Skipped::NeedMore(len)));
+        let split = format!("1\r\nx\r\n{:x}\r\n", MAX_BODY_LEN - 1);
+        assert_eq!(decode_in_steps(split.as_bytes(), split.len()), Ok(None));
+        let over = format!("1\r\nx\r\n{MAX_BODY_LEN:x}\r\n");
+        let refused = Err(ErrorStatus::PayloadTooLarge);
+        assert_eq!(decode_in_steps(over.as_bytes(), over.len()), refused);
+
+        // The trailer line's length counts its CR, not its LF.
+        let trailer = |len: usize| format!("0\r\nX: {}\r\n\r\n", "t".repeat(len - 4));
+        let longest = trailer(MAX_HEAD_LEN);
+        let end = Ok(Some(longest.len()));
+        assert_eq!(decode_in_steps(longest.as_bytes(), 7), end);
+        let longer = trailer(MAX_HEAD_LEN + 1);
+        let refused = Err(ErrorStatus::HeaderFieldsTooLarge);
+        assert_eq!(decode_in_steps(longer.as_bytes(), 7), refused);
+    }
+
+    /// Whitespace after the size may be several bytes, spaces and tabs.
+    #[test]
+    fn whitespace_after_the_size_may_repeat() {
+        for line in [&b"5  ;a\r\n"[..], b"5\t \t;a=b\r\n", b"5;a=b \t ;c\r\n"] {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(size_line(line), Ok(Some((line.len(), 5))), "{text:?}");
+        }
+    }
+
     /// A bare LF after an extension used to wait for a CRLF that never came.
     #[test]
     fn a_bare_lf_in_an_extension_is_refused_at_once() {

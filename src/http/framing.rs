@@ -181,6 +181,20 @@ mod tests {
         assert_eq!(framing(&chunked, false), Ok(Framing::Chunked));
     }
 
+    /// Nineteen digits always fit in a u64 and are read, leading zeros and
+    /// all; twenty are refused unread (they could overflow).
+    #[test]
+    fn content_length_takes_up_to_nineteen_digits() {
+        assert_eq!(parse_content_length(b"0000000000000000005"), Some(5));
+        assert_eq!(
+            parse_content_length(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
+        assert_eq!(parse_content_length(b"00000000000000000005"), None);
+        assert_eq!(parse_content_length(b"5"), Some(5));
+        assert_eq!(parse_content_length(b""), None);
+    }
+
     #[test]
     fn refuses_what_cannot_be_delimited() {
         use FramingError::*;

@@ -337,9 +337,12 @@ mod tests {
         let raw = "\r\nGET /json HTTP/1.2\r\nHost: a\r\nConnection: close\r\n\r\n";
         let later = head(raw);
         assert_eq!(
-            (later.path, later.http10, later.keep_alive),
-            (&b"/json"[..], false, false)
+            (later.method, later.path, later.http10, later.keep_alive),
+            (Method::Get, &b"/json"[..], false, false)
         );
+        // Empty lines before the line are skipped, not read into the method.
+        let after_lf = head("\n\r\nHEAD / HTTP/1.3\r\nHost: a\r\n\r\n");
+        assert_eq!((after_lf.method, after_lf.path), (Method::Head, &b"/"[..]));
         assert_eq!(head("GET / HTTP/1.9\nHost: a\n\n").path, b"/");
         // Like HTTP/1.1, it needs a Host.
         assert_eq!(rejected(b"GET / HTTP/1.2\r\n\r\n"), ErrorStatus::BadRequest);

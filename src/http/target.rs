@@ -244,7 +244,7 @@ mod tests {
         for host in valid {
             assert!(is_valid_host(host), "{:?}", String::from_utf8_lossy(host));
         }
-        let invalid: [&[u8]; 18] = [
+        let invalid: &[&[u8]] = &[
             b"",
             b":80",
             b":",
@@ -261,6 +261,11 @@ mod tests {
             b"[v.x]",
             b"x%4",
             b"x%zz",
+            // Both digits of a percent-encoding must be hex, not either.
+            b"x%4z",
+            b"x%z4",
+            // A future-version literal needs something after its dot.
+            b"[v1.]",
             b"user@host",
             b"a\tb",
         ];

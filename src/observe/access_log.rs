@@ -313,18 +313,34 @@ mod tests {
     #[test]
     fn a_ring_keeps_lines_whole_across_its_end() {
         let ring = Ring::new();
-        let line = [b'x'; 1000];
+        // Every byte differs from its neighbours and from round to round,
+        // so a line copied out of order, or half from the previous round,
+        // shows.
+        let line = |round: usize, len: usize| -> Vec<u8> {
+            (0..len).map(|i| b'a' + ((i + round) % 26) as u8).collect()
+        };
         let mut out = Vec::new();
         for round in 0..2000 {
-            let part = &line[..round % 1000];
-            assert!(ring.push(&[part, b"\n"]).is_some());
+            let part = line(round, round % 1000);
+            assert!(ring.push(&[&part, b"\n"]).is_some());
             ring.drain_into(&mut out);
-            assert_eq!(out.len(), part.len() + 1);
+            let mut expected = part;
+            expected.push(b'\n');
+            assert_eq!(out, expected, "round {round}");
             out.clear();
         }
-        let full = vec![b'y'; RING_SIZE];
-        assert_eq!(ring.push(&[&full[..RING_SIZE - 1], b"\n"]), Some(RING_SIZE));
+        // Two lines in one drain come out in the order pushed.
+        assert!(ring.push(&[b"first", b"\n"]).is_some());
+        assert!(ring.push(&[b"second\n"]).is_some());
+        ring.drain_into(&mut out);
+        assert_eq!(out, b"first\nsecond\n");
+        out.clear();
+        let full = line(7, RING_SIZE - 1);
+        assert_eq!(ring.push(&[&full, b"\n"]), Some(RING_SIZE));
         assert_eq!(ring.push(&[b"z"]), None);
         assert_eq!(ring.dropped.load(Ordering::Relaxed), 1);
+        ring.drain_into(&mut out);
+        assert_eq!(out[..RING_SIZE - 1], full[..]);
+        assert_eq!(out[RING_SIZE - 1..], *b"\n");
     }
 }

@@ -106,3 +106,24 @@ pub fn during_round_trips(
         }
     })
 }
+
+/// Proves the counter sees what the server's threads allocate: a handler
+/// route that allocates once per request, by design, must be counted at
+/// least once per request, with the same client as the real measurement.
+/// Without this, a counter that missed other threads would make every
+/// "allocates nothing" check pass.
+pub fn assert_counter_sees_server_threads(dispatch: uppercut_mio_server::Dispatch) {
+    use uppercut_mio_server::{Method, Routes};
+    const REQUESTS: usize = 1_000;
+    let routes = Routes::new().handler(&[Method::Get], "/allocate", |_, response| {
+        let allocated = std::hint::black_box(Box::new([1u8]));
+        response.body(&allocated[..]);
+    });
+    let server = super::start_with(&super::config(dispatch), routes);
+    let request = b"GET /allocate HTTP/1.1\r\nHost: t\r\n\r\n";
+    let (counted, _) = during_round_trips(server.local_addr(), request, &["200"], REQUESTS);
+    assert!(
+        counted >= REQUESTS,
+        "{counted} allocations counted for {REQUESTS} requests that each allocate"
+    );
+}

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses its own part of the harness
 
 pub mod alloc;
+pub mod process;
 pub mod upstream;
 
 use std::io::{ErrorKind, Read, Write};
@@ -14,7 +15,32 @@ use uppercut_mio_server::sans_io::format_imf_fixdate;
 use uppercut_mio_server::{Config, Dispatch, Routes, Server};
 
 /// A safety net so that a server bug fails a test instead of hanging it.
-const IO_TIMEOUT: Duration = Duration::from_secs(20);
+pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The standard routes' `/`, as `assert_response` expects it.
+pub const HELLO: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
+    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\nhello\n";
+/// `HELLO` without its body, the answer to `HEAD /`.
+pub const HELLO_HEAD: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
+    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\r\n";
+/// `HELLO` to a request that asked to close.
+pub const HELLO_CLOSE: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
+    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\nDate: {date}\r\n\
+    Connection: close\r\n\r\nhello\n";
+
+/// The standard routes' `/v1/user`, the fixture file served whole.
+pub fn v1_user() -> String {
+    let body = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/v1-user.json"
+    ))
+    .expect("fixture");
+    assert_eq!(body.len(), 3696);
+    format!(
+        "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\ncontent-type: application/json\r\n\
+         engine: Rust/Uppercut\r\nlocation: /v1/user\r\nContent-Length: 3696\r\nDate: {{date}}\r\n\r\n{body}"
+    )
+}
 
 /// Two pollers on a free loopback port, the rest as the binary's defaults.
 pub fn config(dispatch: Dispatch) -> Config {
@@ -119,6 +145,29 @@ impl Client {
     }
 }
 
+/// A connection whose socket buffers only 4 KiB on receipt, so that the
+/// server's output to it backs up after a few responses.
+pub fn slow_reader(addr: SocketAddr) -> Client {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    Client::from_stream(TcpStream::from(socket))
+}
+
+/// Writes `request` `count` times on `client`'s connection from a second
+/// thread (the server stops reading while its output is backed up, so the
+/// writer may block until the test reads); joins to the write's result.
+pub fn pipeline_from_thread(
+    client: &Client,
+    request: &str,
+    count: usize,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
+    let mut writer = client.stream.try_clone().unwrap();
+    let batch = request.repeat(count);
+    std::thread::spawn(move || writer.write_all(batch.as_bytes()))
+}
+
 /// Waits until the peer has closed or reset the connection, without reading
 /// what it sent (POLLRDHUP reports the close even with data still queued).
 pub fn wait_until_peer_closes(stream: &TcpStream) {
@@ -137,6 +186,26 @@ pub fn wait_until_peer_closes(stream: &TcpStream) {
         }
     }
     panic!("the server did not close the connection within {IO_TIMEOUT:?}");
+}
+
+/// Waits until the server's pollers hold `open` connections in all. A
+/// close reaches the count (and frees the connection's place under
+/// `max_connections`) asynchronously in `system` dispatch, so a test that
+/// needs the count exact waits for it; fails after `IO_TIMEOUT`.
+pub fn wait_for_open(server: &Server, open: usize) {
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
+    loop {
+        let counts = server.connections_per_poller();
+        if counts.iter().sum::<usize>() == open {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pollers hold {counts:?}, not {open} in all, after {IO_TIMEOUT:?}"
+        );
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Reads until EOF or a reset; returns what arrived.
@@ -196,12 +265,33 @@ pub fn error_response(
 ) -> String {
     let body = format!("{code} {reason}\n");
     let connection = if closes { "Connection: close\r\n" } else { "" };
+    error_with_body(code, reason, extra, connection, &body, head_only)
+}
+
+/// An error response whose body names a cause after the reason
+/// (`502 Bad Gateway: upstream ...`), as `/io` and actor routes give;
+/// the connection stays open.
+pub fn error_with_cause(code: u16, reason: &str, cause: &str, head_only: bool) -> String {
+    let body = format!("{code} {reason}: {cause}\n");
+    error_with_body(code, reason, "", "", &body, head_only)
+}
+
+/// The layout every error response shares: `extra` header lines before the
+/// length, `connection` (empty or a `Connection` line) after the date.
+fn error_with_body(
+    code: u16,
+    reason: &str,
+    extra: &str,
+    connection: &str,
+    body: &str,
+    head_only: bool,
+) -> String {
     format!(
         "HTTP/1.1 {code} {reason}\r\nServer: uppercut-mio-server\r\n\
          Content-Type: text/plain; charset=utf-8\r\n{extra}Content-Length: {}\r\nDate: {{date}}\r\n\
          {connection}\r\n{}",
         body.len(),
-        if head_only { "" } else { &body }
+        if head_only { "" } else { body }
     )
 }
 

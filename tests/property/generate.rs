@@ -47,7 +47,26 @@ pub(crate) struct Expected {
     pub(crate) connection: Option<&'static str>,
     /// A HEAD request: the response has Content-Length but no body.
     pub(crate) head_only: bool,
+    /// The body of the response (to GET; HEAD gets its length alone).
+    pub(crate) body: &'static [u8],
 }
+
+/// The body each route and error serves, written out here rather than
+/// taken from the server's own canned responses.
+pub(crate) fn body_of(path: &str, status: u16) -> &'static [u8] {
+    match (status, path) {
+        (200, "/") => b"hello\n",
+        (200, "/plaintext") => b"Hello, World!",
+        (200, "/json") => br#"{"message":"Hello, World!"}"#,
+        (200, "/v1/user") => V1_USER,
+        (404, _) => b"404 Not Found\n",
+        (405, _) => b"405 Method Not Allowed\n",
+        _ => panic!("no body known for {status} {path}"),
+    }
+}
+
+/// `/v1/user` serves this file as it is.
+pub(crate) const V1_USER: &[u8] = include_bytes!("../../fixtures/v1-user.json");
 
 const ROUTES: [&str; 4] = ["/", "/plaintext", "/json", "/v1/user"];
 const UNKNOWN_PATHS: [&str; 7] = [
@@ -243,6 +262,7 @@ pub(crate) fn request(rng: &mut Rng, last: bool) -> (Vec<u8>, Expected) {
             (false, false) => None,
         },
         head_only: method == "HEAD",
+        body: body_of(path, status),
     };
     (bytes, expected)
 }

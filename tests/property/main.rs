@@ -3,7 +3,8 @@
 //! are fed to `RequestStream` whole and in many pieces, driven exactly as a
 //! connection drives it, and every way of feeding must give the same bytes: one
 //! well-formed response per request, in order, with the status, `Connection`
-//! header and body that the request calls for.
+//! header and body that the request calls for (bodies written out in
+//! `generate`, not taken from the server).
 //!
 //! A failing case prints its seed; `PROPERTY_SEED=0x... cargo test --test
 //! property` runs that case alone.
@@ -55,6 +56,11 @@ fn drive(input: &[u8], pieces: &[usize], routes: &Routes, date: &[u8; DATE_LEN])
         driven.output.extend_from_slice(out);
         out.clear();
     };
+    assert_eq!(
+        pieces.iter().sum::<usize>(),
+        input.len(),
+        "the pieces {pieces:?} cover the input"
+    );
     let mut start = 0;
     for &len in pieces {
         if stream.is_closed() {
@@ -70,7 +76,6 @@ fn drive(input: &[u8], pieces: &[usize], routes: &Routes, date: &[u8; DATE_LEN])
             take(&mut out, &mut driven);
         }
     }
-    assert_eq!(start.max(input.len()), input.len());
     driven.closed = stream.is_closed();
     driven
 }
@@ -138,10 +143,16 @@ fn check_responses(output: &[u8], expected: &[Expected], date: &[u8; DATE_LEN]) 
         let length = head
             .content_length
             .expect("every response has Content-Length");
+        assert_eq!(length, want.body.len(), "request {index}: Content-Length");
         let body = if want.head_only { 0 } else { length };
         assert!(
             rest.len() >= head.len + body,
             "request {index}: body cut short"
+        );
+        assert!(
+            rest[head.len..head.len + body] == want.body[..body],
+            "request {index}: not the body {:?}",
+            String::from_utf8_lossy(&want.body[..body.min(80)])
         );
         rest = &rest[head.len + body..];
     }
@@ -241,6 +252,7 @@ fn held_back_output_gives_the_same_responses() {
         status: 200,
         connection: None,
         head_only: false,
+        body: generate::V1_USER,
     };
     let expected = vec![one; 100];
     with_seed(0x4849_4748, |rng| {
