@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::AccessLogTarget;
-use crate::config::{Config, Dispatch, UpstreamConfig};
+use crate::config::{Config, Dispatch, TlsFiles, UpstreamConfig};
 
 /// What `--help` prints.
 pub const USAGE: &str = "\
@@ -16,6 +16,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                                              [--static-dotfiles]]
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
+                           [--tls-cert PATH --tls-key PATH]
                            [--access-log PATH|-] [--metrics ADDR:PORT] [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
@@ -53,6 +54,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
   --upstream-timeout T      an upstream answer later than T gets 504 (default 5s)
   --upstream-queue N        requests waiting for an upstream connection, per poller;
                             past it, 503 (default 1024)
+  --tls-cert PATH           serve HTTPS (TLS 1.3 and 1.2) with the certificate chain
+                            in PATH (PEM, the server's certificate first)
+  --tls-key PATH            the private key for --tls-cert (PEM: PKCS#8, PKCS#1 or
+                            SEC1); SIGHUP reloads both
   --access-log PATH|-       append a line per request to PATH (- for stdout), in
                             the combined log format (default: no access log)
   --metrics ADDR:PORT       serve GET /metrics (Prometheus text format: per-poller
@@ -130,6 +135,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
     let mut upstream_url = None;
     let (mut upstream_conns, mut upstream_timeout, mut upstream_queue) = (None, None, None);
     let mut static_limit_flag = None;
+    let (mut tls_cert, mut tls_key) = (None, None);
     while let Some(arg) = args.next() {
         let (flag, inline_value) = match arg.split_once('=') {
             Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
@@ -181,6 +187,8 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
                 static_limit_flag = Some("--static-dotfiles");
             }
             "--metrics" => config.metrics = Some(socket_addr(&flag, &value()?)?),
+            "--tls-cert" => tls_cert = Some(path(&flag, value()?)?),
+            "--tls-key" => tls_key = Some(path(&flag, value()?)?),
             "--upstream" => upstream_url = Some(value()?),
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
             "--upstream-timeout" => upstream_timeout = Some(timeout(&flag, &value()?)?),
@@ -198,6 +206,12 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
     if let (Some(flag), None) = (static_limit_flag, &config.static_dir) {
         return Err(format!("{flag} needs --static-dir"));
     }
+    config.tls = match (tls_cert, tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        (Some(_), None) => return Err("--tls-cert needs --tls-key".into()),
+        (None, Some(_)) => return Err("--tls-key needs --tls-cert".into()),
+        (None, None) => None,
+    };
     // The pool flags may come before --upstream, so they apply at the end.
     let pool_flags =
         upstream_conns.is_some() || upstream_timeout.is_some() || upstream_queue.is_some();
@@ -220,10 +234,16 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
 }
 
 /// The line the binary prints once it listens. Scripts and tests read its
-/// beginning, `listening on http://ADDR (N pollers, dispatch MODE`.
+/// beginning, `listening on http://ADDR (N pollers, dispatch MODE` (or
+/// `https://` with `--tls-cert`).
 pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>) -> String {
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let mut line = format!(
-        "listening on http://{addr} ({} pollers, dispatch {}",
+        "listening on {scheme}://{addr} ({} pollers, dispatch {}",
         config.pollers,
         config.dispatch.name()
     );
@@ -245,6 +265,14 @@ pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>
     }
     line.push(')');
     line
+}
+
+/// A path given to `flag`, which may not be empty.
+fn path(flag: &str, value: String) -> Result<PathBuf, String> {
+    match value.is_empty() {
+        true => Err(format!("{flag} needs a path")),
+        false => Ok(PathBuf::from(value)),
+    }
 }
 
 /// `ADDR:PORT`, or `HOST:PORT` resolved now to its first address.

@@ -159,6 +159,19 @@ pub struct Config {
     /// chunks; a larger one gets 413. Handler and actor routes see bodies
     /// up to this size, held in memory.
     pub max_body: u64,
+    /// Serve HTTPS with this certificate and key; without it, plain HTTP.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The certificate chain and private key HTTPS is served with, as PEM files
+/// (`--tls-cert`, `--tls-key`): read at start and again on SIGHUP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain: the server's certificate first, then any
+    /// intermediates.
+    pub cert: PathBuf,
+    /// The private key: PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
+    pub key: PathBuf,
 }
 
 impl Default for Config {
@@ -178,6 +191,7 @@ impl Default for Config {
             pin: false,
             metrics: None,
             max_body: MAX_BODY_LEN,
+            tls: None,
         }
     }
 }

@@ -71,11 +71,13 @@ pub mod sans_io;
 
 mod actors;
 mod http;
+mod log_limit;
 mod net;
 mod observe;
 mod request_stream;
 mod routes;
 mod runtime;
+mod tls;
 mod upstream;
 
 /// The actor system the server runs on, re-exported so that actors behind
@@ -83,7 +85,7 @@ mod upstream;
 pub use uppercut;
 
 pub use config::AccessLogTarget;
-pub use config::{Config, Dispatch, Timeouts, UpstreamConfig};
+pub use config::{Config, Dispatch, Timeouts, TlsFiles, UpstreamConfig};
 pub use http::method::Method;
 pub use http::response::{CannedResponse, ResponseError};
 pub use routes::actor::ActorRequest;

@@ -6,41 +6,11 @@
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::warn;
 use uppercut::api::{Actor, AnySender, Envelope};
 
-/// At most one report a second.
-#[derive(Debug, Default)]
-pub(crate) struct WarnLimiter {
-    /// When the last report was made, ms since the epoch (0: never).
-    last_ms: AtomicU64,
-    /// Reports left out since.
-    suppressed: AtomicU64,
-}
-
-impl WarnLimiter {
-    /// Some(reports left out since the last one) when this one is due.
-    pub(crate) fn admit(&self) -> Option<u64> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(1, |d| d.as_millis() as u64);
-        let last = self.last_ms.load(Ordering::Relaxed);
-        let due = last == 0 || now >= last.saturating_add(1000);
-        if due
-            && self
-                .last_ms
-                .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            return Some(self.suppressed.swap(0, Ordering::Relaxed));
-        }
-        self.suppressed.fetch_add(1, Ordering::Relaxed);
-        None
-    }
-}
+pub(crate) use crate::log_limit::WarnLimiter;
 
 /// Hands `envelope` to `actor`, at `address`, containing a panic.
 pub(crate) fn run_contained(
@@ -75,20 +45,5 @@ fn describe(error: &(dyn Any + Send)) -> &str {
         message
     } else {
         "(no message)"
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reports_at_most_once_a_second_and_counts_the_rest() {
-        let limiter = WarnLimiter::default();
-        assert_eq!(limiter.admit(), Some(0));
-        assert_eq!(limiter.admit(), None);
-        assert_eq!(limiter.admit(), None);
-        limiter.last_ms.store(1, Ordering::Relaxed);
-        assert_eq!(limiter.admit(), Some(2));
     }
 }

@@ -4,3 +4,4 @@
 //! `slab` crate's slab, tokio's own.)
 
 pub(crate) mod socket;
+pub(crate) mod transport;

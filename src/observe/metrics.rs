@@ -79,6 +79,8 @@ pub(crate) struct PollerMetrics {
     pub bytes_received: AtomicU64,
     pub bytes_sent: AtomicU64,
     pub accept_pauses: AtomicU64,
+    pub tls_handshakes: AtomicU64,
+    pub tls_handshake_failures: AtomicU64,
     /// Envelopes this poller and its connections sent through the scheduler.
     pub envelopes: AtomicU64,
     /// Gauges, set by the poller that owns the pool.

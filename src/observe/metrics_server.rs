@@ -13,7 +13,7 @@ use std::time::Duration;
 use log::{debug, warn};
 
 use crate::observe::metrics::PollerMetrics;
-use crate::observe::metrics_text::{self, CONTENT_TYPE};
+use crate::observe::metrics_text::{self, Series, CONTENT_TYPE};
 use crate::observe::process_stats::ProcessStats;
 
 /// Longest request head read; a scrape's is a few hundred bytes.
@@ -33,7 +33,7 @@ impl MetricsServer {
     pub(crate) fn start(
         addr: SocketAddr,
         pollers: Vec<Arc<PollerMetrics>>,
-        envelopes: bool,
+        series: Series,
     ) -> io::Result<MetricsServer> {
         let listener = TcpListener::bind(addr).map_err(|e| {
             io::Error::new(
@@ -46,7 +46,7 @@ impl MetricsServer {
         let flag = Arc::clone(&stopping);
         let thread = thread::Builder::new()
             .name("metrics".into())
-            .spawn(move || serve(&listener, &pollers, envelopes, &flag))?;
+            .spawn(move || serve(&listener, &pollers, series, &flag))?;
         Ok(MetricsServer {
             addr,
             stopping,
@@ -90,7 +90,7 @@ impl Drop for MetricsServer {
 fn serve(
     listener: &TcpListener,
     pollers: &[Arc<PollerMetrics>],
-    envelopes: bool,
+    series: Series,
     stopping: &AtomicBool,
 ) {
     loop {
@@ -100,7 +100,7 @@ fn serve(
         }
         match accepted {
             Ok((stream, _)) => {
-                if let Err(e) = answer(stream, pollers, envelopes) {
+                if let Err(e) = answer(stream, pollers, series) {
                     debug!("/metrics: {e}");
                 }
             }
@@ -118,11 +118,7 @@ fn serve(
 /// (with or without a query), its head alone for `HEAD /metrics` (with the
 /// length the page has now), 404 for anything else (its head alone to a
 /// HEAD).
-fn answer(
-    mut stream: TcpStream,
-    pollers: &[Arc<PollerMetrics>],
-    envelopes: bool,
-) -> io::Result<()> {
+fn answer(mut stream: TcpStream, pollers: &[Arc<PollerMetrics>], series: Series) -> io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut head = Vec::with_capacity(1024);
@@ -152,7 +148,7 @@ fn answer(
         head_only,
     };
     if (head_only || method == Some(b"GET")) && path == Some(b"/metrics") {
-        let page = metrics_text::render(pollers, envelopes, &ProcessStats::read());
+        let page = metrics_text::render(pollers, series, &ProcessStats::read());
         out.respond("200 OK", CONTENT_TYPE, &page)
     } else {
         out.respond("404 Not Found", "text/plain; charset=utf-8", "not found\n")

@@ -12,11 +12,20 @@ use crate::observe::process_stats::ProcessStats;
 /// The `Content-Type` of the page.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Renders the page for `pollers` (in poller order) and `process`; with
-/// `envelopes`, the envelopes each poller sent through uppercut's scheduler.
+/// Which series a server's page has beside those every server has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Series {
+    /// The envelopes each poller sent through uppercut's scheduler.
+    pub(crate) envelopes: bool,
+    /// TLS handshakes done and failed.
+    pub(crate) tls: bool,
+}
+
+/// Renders the page for `pollers` (in poller order) and `process`, with the
+/// `series` this server has.
 pub(crate) fn render(
     pollers: &[Arc<PollerMetrics>],
-    envelopes: bool,
+    series: Series,
     process: &ProcessStats,
 ) -> String {
     let mut page = Page {
@@ -101,6 +110,21 @@ pub(crate) fn render(
     );
     per_poller(&mut page, &|p| load(&p.accept_pauses));
 
+    if series.tls {
+        page.family(
+            "uppercut_tls_handshakes_total",
+            "counter",
+            "TLS handshakes completed.",
+        );
+        per_poller(&mut page, &|p| load(&p.tls_handshakes));
+        page.family(
+            "uppercut_tls_handshake_failures_total",
+            "counter",
+            "TLS handshakes that failed: bad records, alerts, stalls, clients not speaking TLS.",
+        );
+        per_poller(&mut page, &|p| load(&p.tls_handshake_failures));
+    }
+
     page.family(
         "uppercut_upstream_connections",
         "gauge",
@@ -129,7 +153,7 @@ pub(crate) fn render(
         }
     }
 
-    if envelopes {
+    if series.envelopes {
         page.family(
             "uppercut_scheduler_envelopes_total",
             "counter",

@@ -18,15 +18,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use log::debug;
-use mio::net::TcpStream;
+use log::{debug, warn};
+
 use mio::Token;
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::actors::blocking_handler::HandlerJob;
 use crate::actors::house::CallPath;
 use crate::http::date::DATE_LEN;
-use crate::net::socket::write_until_blocked;
+use crate::log_limit::WarnLimiter;
+use crate::net::transport::{Handshake, Transport};
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
@@ -66,7 +67,7 @@ enum Flow {
 }
 
 pub(crate) struct Connection {
-    socket: TcpStream,
+    transport: Transport,
     token: Token,
     shared: Arc<Shared>,
     /// How it reads, and deals with its poller, in its dispatch mode.
@@ -98,7 +99,7 @@ pub(crate) struct Connection {
 impl Connection {
     /// A connection for a socket already registered READABLE under `token`.
     pub(crate) fn new(
-        socket: TcpStream,
+        transport: Transport,
         token: Token,
         shared: Arc<Shared>,
         mode: &'static dyn ConnectionMode,
@@ -106,14 +107,14 @@ impl Connection {
         let timer = ConnectionTimer::new(shared.now_ms(), shared.timeouts());
         let mut stream = RequestStream::default();
         if let Some(log) = shared.access_log() {
-            let peer = socket.peer_addr().ok().map(|peer| peer.ip());
+            let peer = transport.peer_addr().map(|peer| peer.ip());
             stream.log_to(AccessRecorder::new(log, peer));
         }
         if let Some(metrics) = shared.metrics() {
             stream.count_to(Arc::clone(metrics));
         }
         Connection {
-            socket,
+            transport,
             token,
             shared,
             mode,
@@ -234,12 +235,18 @@ impl Connection {
             None => Ok(Flow::Open),
             Some(Expiry::Request) => {
                 self.count_timeout(TimeoutKind::Header);
+                // Mid-handshake there is no channel to answer on: just close.
+                if self.transport.is_handshaking() {
+                    self.note_handshake(Some(Handshake::Failed("no handshake in time".into())));
+                    return Ok(Flow::Close);
+                }
                 let date = self.shared.date();
                 self.stream
                     .time_out(self.shared.routes(), &date, &mut scratch.output);
                 // One try: a client this slow gets no more of our time.
-                let written = write_until_blocked(&mut self.socket, &scratch.output)?;
-                self.count(|m| &m.bytes_sent, written);
+                let written = self.transport.write(&scratch.output)?;
+                let _ = self.transport.flush();
+                self.note_wire();
                 self.stream.sent(written);
                 Ok(Flow::Close)
             }
@@ -342,7 +349,9 @@ impl Connection {
     /// Moves the deadline to what the connection is doing now.
     fn note_activity(&mut self) {
         let activity = Activity {
-            mid_request: self.stream.is_mid_request(),
+            // The TLS handshake is part of the first request: it must
+            // finish within the header timeout too.
+            mid_request: self.stream.is_mid_request() || self.transport.is_handshaking(),
             responses: self.stream.responses(),
             backed_up: !self.output.is_empty(),
             wrote: self.wrote,
@@ -360,7 +369,7 @@ impl Connection {
         let unhandled = usize::from(self.mailbox.close());
         self.end();
         self.mode
-            .detach(&self.shared, &mut self.socket, self.token, sender);
+            .detach(&self.shared, &mut self.transport, self.token, sender);
         sender.stop(sender.me());
         self.mode.handled(&self.shared, 1 + unhandled);
     }
@@ -381,6 +390,30 @@ impl Connection {
     #[inline]
     fn count(&self, counter: fn(&PollerMetrics) -> &AtomicU64, n: usize) {
         self.shared.count(counter, n);
+    }
+
+    /// Counts the bytes the socket carried since the last count, and the
+    /// TLS handshake's fate if it was decided.
+    fn note_wire(&mut self) {
+        let (received, sent) = self.transport.take_wire_counts();
+        self.count(|m| &m.bytes_received, received);
+        self.count(|m| &m.bytes_sent, sent);
+        self.wrote |= sent > 0;
+        let handshake = self.transport.take_handshake();
+        self.note_handshake(handshake);
+    }
+
+    /// Counts a TLS handshake done or failed; a failure is logged, at most
+    /// once a second for the whole server.
+    fn note_handshake(&self, handshake: Option<Handshake>) {
+        match handshake {
+            None => {}
+            Some(Handshake::Done) => self.count(|m| &m.tls_handshakes, 1),
+            Some(Handshake::Failed(reason)) => {
+                self.count(|m| &m.tls_handshake_failures, 1);
+                tls_failure_warning(&reason, self.transport.peer_addr());
+            }
+        }
     }
 
     fn count_timeout(&self, kind: TimeoutKind) {
@@ -434,6 +467,18 @@ struct AwaitedCall {
     timeout: Duration,
 }
 
+/// Logs a failed TLS handshake, at most once a second for the whole server.
+fn tls_failure_warning(reason: &str, peer: Option<std::net::SocketAddr>) {
+    static WARNINGS: WarnLimiter = WarnLimiter::new();
+    if let Some(suppressed) = WARNINGS.admit() {
+        let peer = peer.map_or_else(|| "?".to_string(), |peer| peer.to_string());
+        match suppressed {
+            0 => warn!("TLS handshake with {peer} failed: {reason}"),
+            n => warn!("TLS handshake with {peer} failed: {reason} ({n} more failures since the last report)"),
+        }
+    }
+}
+
 /// What differs between the dispatch modes for a connection: how it reads,
 /// and how it deals with its poller (`local_dispatch`, `system_dispatch`).
 pub(crate) trait ConnectionMode: Sync {
@@ -445,7 +490,13 @@ pub(crate) trait ConnectionMode: Sync {
     /// Sends `envelope` to the connection's poller.
     fn to_poller(&self, shared: &Shared, envelope: Envelope, sender: &dyn AnySender);
     /// The connection closes: what its poller must learn or do first.
-    fn detach(&self, shared: &Shared, socket: &mut TcpStream, token: Token, sender: &dyn AnySender);
+    fn detach(
+        &self,
+        shared: &Shared,
+        transport: &mut Transport,
+        token: Token,
+        sender: &dyn AnySender,
+    );
     /// The connection's actor panicked in uppercut's hands, with
     /// `unhandled` wakes sent since it last looked.
     fn failed(&self, shared: &Shared, token: Token, unhandled: usize, sender: &dyn AnySender);

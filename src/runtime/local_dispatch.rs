@@ -17,6 +17,7 @@ use mio::Token;
 use slab::Slab;
 use uppercut::api::{Actor, AnyActor, AnySender, Envelope};
 
+use crate::net::transport::Transport;
 use crate::routes::reply::Delivery;
 use crate::runtime::connection::{Connection, ConnectionMode};
 use crate::runtime::connections::{ConnectionSet, Hosting, Outbox, Turn};
@@ -83,10 +84,13 @@ impl ConnectionSet for OwnedConnections {
     }
 
     fn adopt(&mut self, socket: TcpStream, _out: &mut Outbox<'_>) {
+        let Some(transport) = self.shared.transport(socket) else {
+            return self.shared.release(1);
+        };
         let token = self.next_token();
         let shared = Arc::clone(&self.shared);
         self.connections
-            .insert(Connection::new(socket, token, shared, &OwnedMode));
+            .insert(Connection::new(transport, token, shared, &OwnedMode));
     }
 
     fn notify(&mut self, key: usize, bits: u8, out: &mut Outbox<'_>) {
@@ -169,7 +173,7 @@ impl ConnectionMode for OwnedMode {
     fn detach(
         &self,
         _shared: &Shared,
-        _socket: &mut TcpStream,
+        _transport: &mut Transport,
         _token: Token,
         _sender: &dyn AnySender,
     ) {

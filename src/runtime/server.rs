@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
+use crate::observe::metrics_text::Series;
 use crate::routes::static_site::StaticSite;
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
@@ -29,6 +30,7 @@ use crate::runtime::shared::{PollerParts, Shared};
 use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::system::{run_system, RouteActors};
 use crate::runtime::wakeup::Parking;
+use crate::tls::TlsAcceptor;
 use crate::upstream::pool::UpstreamPool;
 
 /// A running server. Dropping it stops it at once; `shutdown` lets the
@@ -36,6 +38,8 @@ use crate::upstream::pool::UpstreamPool;
 /// SIGINT or SIGTERM.
 pub struct Server {
     local_addr: SocketAddr,
+    /// With `--tls-cert`: what new connections' TLS sessions are made with.
+    tls: Option<Arc<TlsAcceptor>>,
     /// The actors the server owns.
     house: Arc<ActorHouse>,
     /// The static directory `Config::static_dir` names, as loaded.
@@ -77,6 +81,12 @@ impl Server {
             .as_ref()
             .map(|dir| load_site(dir, config))
             .transpose()?;
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|files| TlsAcceptor::new(files).map(Arc::new))
+            .transpose()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let routes = match &site {
             Some(site) => routes.with_static_site(Arc::clone(site)),
             None => routes,
@@ -101,7 +111,13 @@ impl Server {
         };
         let metrics = config
             .metrics
-            .map(|addr| MetricsServer::start(addr, counters.clone(), hosting.counts_envelopes()))
+            .map(|addr| {
+                let series = Series {
+                    envelopes: hosting.counts_envelopes(),
+                    tls: config.tls.is_some(),
+                };
+                MetricsServer::start(addr, counters.clone(), series)
+            })
             .transpose()?;
         let mut polls = Vec::with_capacity(pollers);
         let mut wakers = Vec::with_capacity(pollers);
@@ -139,6 +155,7 @@ impl Server {
                 access_log: access_log.clone(),
                 balance: Arc::clone(&balance),
                 metrics: counters.get(index).cloned(),
+                tls: tls.clone(),
             }));
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let upstream = upstream.map(|pool| pool.count_to(counters.get(index).cloned()));
@@ -164,6 +181,7 @@ impl Server {
             Ok(Ok(())) => Ok(Server {
                 local_addr,
                 house,
+                tls,
                 site,
                 shutdown_timeout: config.shutdown_timeout,
                 access_log,
@@ -232,11 +250,26 @@ impl Server {
         finished
     }
 
-    /// SIGHUP: reads the static directory again, in the thread that waits
-    /// for signals, off every request path.
+    /// SIGHUP: reads the TLS certificate and key, and the static directory,
+    /// again, in the thread that waits for signals, off every request path.
     fn reload(&self) {
+        if let Some(tls) = &self.tls {
+            let files = tls.files();
+            match tls.reload() {
+                Ok(()) => info!(
+                    "SIGHUP: reloaded the TLS certificate {} and key {}",
+                    files.cert.display(),
+                    files.key.display()
+                ),
+                Err(e) => warn!(
+                    "SIGHUP: TLS reload failed, still serving the certificate loaded before: {e}"
+                ),
+            }
+        }
         let Some(site) = &self.site else {
-            info!("SIGHUP: no static directory to reload");
+            if self.tls.is_none() {
+                info!("SIGHUP: no static directory or certificate to reload");
+            }
             return;
         };
         match site.reload() {

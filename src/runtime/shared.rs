@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use log::warn;
+use mio::net::TcpStream;
 use mio::Registry;
 use uppercut::api::{AnySender, Envelope};
 
@@ -15,14 +17,17 @@ use crate::actors::house::{ActorHouse, CallPath};
 use crate::actors::port::PollerPort;
 use crate::config::Timeouts;
 use crate::http::date::{DateCache, DATE_LEN};
+use crate::net::transport::Transport;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
+use crate::request_stream::OUTPUT_HIGH_WATER;
 use crate::routes::reply::{Replies, ReplyTo};
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
 use crate::runtime::lifecycle::{Phase, ServerState};
 use crate::runtime::timeouts::CoarseClock;
 use crate::runtime::wakeup::{Mail, Outstanding, Parking};
+use crate::tls::TlsAcceptor;
 
 /// What a poller is built with, besides its `Poll`.
 pub(crate) struct PollerParts {
@@ -38,6 +43,8 @@ pub(crate) struct PollerParts {
     pub(crate) access_log: Option<Arc<AccessLog>>,
     pub(crate) balance: Arc<Balance>,
     pub(crate) metrics: Option<Arc<PollerMetrics>>,
+    /// With `--tls-cert`: what new connections' TLS sessions are made with.
+    pub(crate) tls: Option<Arc<TlsAcceptor>>,
 }
 
 /// What a poller shares with each of its connections.
@@ -71,6 +78,7 @@ pub(crate) struct Shared {
     /// The pollers' connection counts and hand-off queues.
     balance: Arc<Balance>,
     metrics: Option<Arc<PollerMetrics>>,
+    tls: Option<Arc<TlsAcceptor>>,
 }
 
 impl Shared {
@@ -97,6 +105,23 @@ impl Shared {
             access_log: parts.access_log,
             balance: parts.balance,
             metrics: parts.metrics,
+            tls: parts.tls,
+        }
+    }
+
+    /// The transport for a socket just accepted: TLS with `--tls-cert`,
+    /// else plain. `None` when no TLS session could be made (logged): the
+    /// socket closes.
+    pub(crate) fn transport(&self, socket: TcpStream) -> Option<Transport> {
+        let Some(tls) = &self.tls else {
+            return Some(Transport::plain(socket));
+        };
+        match tls.session() {
+            Ok(session) => Some(Transport::tls(socket, session, OUTPUT_HIGH_WATER)),
+            Err(e) => {
+                warn!("cannot make a TLS session: {e}");
+                None
+            }
         }
     }
 

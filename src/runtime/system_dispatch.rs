@@ -14,6 +14,7 @@ use mio::Token;
 use slab::Slab;
 use uppercut::api::{Actor, AnySender, Envelope};
 
+use crate::net::transport::Transport;
 use crate::routes::reply::Delivery;
 use crate::runtime::connection::{Connection, ConnectionMode};
 use crate::runtime::connections::{ConnectionSet, Hosting, Outbox, Turn};
@@ -90,9 +91,12 @@ impl ConnectionSet for SpawnedConnections {
     }
 
     fn adopt(&mut self, socket: TcpStream, out: &mut Outbox<'_>) {
+        let Some(transport) = self.shared.transport(socket) else {
+            return self.shared.release(1);
+        };
         let token = self.next_token();
         let shared = Arc::clone(&self.shared);
-        let connection = Connection::new(socket, token, shared, &SpawnedMode);
+        let connection = Connection::new(transport, token, shared, &SpawnedMode);
         self.spawned += 1;
         let address = format!("{}/{}", self.shared.poller_address(), self.spawned);
         let deadline = connection.deadline();
@@ -200,14 +204,14 @@ impl ConnectionMode for SpawnedMode {
     fn detach(
         &self,
         shared: &Shared,
-        socket: &mut TcpStream,
+        transport: &mut Transport,
         token: Token,
         sender: &dyn AnySender,
     ) {
-        if let Err(e) = shared.registry().deregister(socket) {
+        if let Err(e) = shared.registry().deregister(transport.socket_mut()) {
             debug!("deregister {token:?}: {e}");
         }
-        let _ = socket.shutdown(std::net::Shutdown::Both);
+        let _ = transport.shutdown();
         // Sent while this wake is still outstanding: see `wakeup`.
         self.to_poller(shared, Envelope::of(Closed(token)), sender);
     }

@@ -5,6 +5,7 @@
 
 pub mod alloc;
 pub mod process;
+pub mod tls;
 pub mod upstream;
 
 use std::io::{ErrorKind, Read, Write};
@@ -60,8 +61,10 @@ pub fn start_with(config: &Config, routes: Routes) -> Server {
     Server::start(config, routes).expect("server starts")
 }
 
-pub struct Client {
-    pub stream: TcpStream,
+/// A client over `S`: a TCP stream, or a TLS stream over one
+/// (`common::tls`).
+pub struct Client<S = TcpStream> {
+    pub stream: S,
     /// Bytes read past the last response returned.
     pending: Vec<u8>,
 }
@@ -75,6 +78,17 @@ impl Client {
         stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
         stream.set_nodelay(true).unwrap();
+        Client::over(stream)
+    }
+
+    pub fn close_write(&mut self) {
+        self.stream.shutdown(Shutdown::Write).unwrap();
+    }
+}
+
+impl<S: Read + Write> Client<S> {
+    /// A client over a stream already set up.
+    pub fn over(stream: S) -> Client<S> {
         Client {
             stream,
             pending: Vec::new(),
@@ -124,10 +138,6 @@ impl Client {
     /// The server closed the connection and sent nothing more.
     pub fn assert_closed(&mut self) {
         assert_eq!(text(&self.rest_until_close()), "");
-    }
-
-    pub fn close_write(&mut self) {
-        self.stream.shutdown(Shutdown::Write).unwrap();
     }
 
     fn fill(&mut self) -> usize {

@@ -1,15 +1,17 @@
-//! A connection's socket I/O: reading, writing with backpressure, and the
-//! readiness it asks its poller for. The actor around it is `connection`.
+//! A connection's socket I/O, through its transport (plain, or TLS):
+//! reading, writing with backpressure, the readiness it asks its poller for,
+//! and closing without losing the last response. The actor around it is
+//! `connection`.
 
-use std::io::{self, ErrorKind, Read};
-use std::net::Shutdown;
+use std::io::{self, ErrorKind};
 
 use bytes::{Buf, BytesMut};
 use mio::Interest;
 use uppercut::api::AnySender;
 
 use super::{Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
-use crate::net::socket::write_until_blocked;
+use crate::http::response_fields::write_response;
+use crate::net::transport::Received;
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::wakeup::EXPIRE;
 
@@ -35,7 +37,7 @@ impl Connection {
         loop {
             // Output we owe goes first. While the client does not take it,
             // read nothing more: that is the backpressure.
-            if !self.output.is_empty() && !self.flush()? {
+            if (!self.output.is_empty() || self.transport.has_pending()) && !self.flush()? {
                 self.set_writable_interest(true)?;
                 return Ok(Flow::Open);
             }
@@ -56,13 +58,15 @@ impl Connection {
             } else if input_used_up {
                 return self.wait_for_input();
             } else {
-                match self.socket.read(&mut scratch.input) {
-                    Ok(0) => return Ok(Flow::Close),
-                    Ok(len) => {
-                        self.count(|m| &m.bytes_received, len);
-                        input_used_up = len < scratch.input.len()
-                            && !self.mode.reads_until_blocked()
-                            && !self.hung_up;
+                let received = self.transport.read(&mut scratch.input);
+                self.note_wire();
+                match received {
+                    Ok(Received::End) => return Ok(Flow::Close),
+                    Ok(Received::NotTls { http }) => return self.refuse_plain_http(http, scratch),
+                    Ok(Received::Nothing) => return self.wait_for_input(),
+                    Ok(Received::Data { len, drained }) => {
+                        input_used_up =
+                            drained && !self.mode.reads_until_blocked() && !self.hung_up;
                         self.stream.feed(
                             &scratch.input[..len],
                             self.shared.routes(),
@@ -71,7 +75,6 @@ impl Connection {
                         );
                         self.run_calls(&date, scratch, sender);
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => return self.wait_for_input(),
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 }
@@ -99,31 +102,78 @@ impl Connection {
         Ok(Flow::Open)
     }
 
-    /// Writes a batch of responses; what the socket does not take is kept.
+    /// Writes a batch of responses; what the transport does not take is
+    /// kept.
     pub(super) fn write_batch(&mut self, batch: &mut BytesMut) -> io::Result<()> {
-        let written = write_until_blocked(&mut self.socket, batch);
+        let written = self.transport.write(batch);
+        self.note_wire();
         if let Ok(written) = written {
-            self.count(|m| &m.bytes_sent, written);
             self.stream.sent(written);
-            self.wrote |= written > 0;
             self.output.extend_from_slice(&batch[written..]);
         }
         batch.clear();
-        written.map(drop)
+        written?;
+        self.flush().map(drop)
     }
 
-    /// Writes kept output; true when all of it went.
+    /// Writes what is owed (TLS records queued, then kept output) until all
+    /// of it went, or the socket is full: with edge-triggered readiness a
+    /// new writable edge comes only after a write the socket refused. True
+    /// when all of it went.
     pub(super) fn flush(&mut self) -> io::Result<bool> {
-        let written = write_until_blocked(&mut self.socket, &self.output)?;
-        self.count(|m| &m.bytes_sent, written);
-        self.stream.sent(written);
-        self.wrote |= written > 0;
-        self.output.advance(written);
-        if self.output.is_empty() {
-            self.output = BytesMut::new();
-            return Ok(true);
+        loop {
+            let sent = self.transport.flush();
+            self.note_wire();
+            if !sent? {
+                return Ok(false);
+            }
+            if self.output.is_empty() {
+                self.output = BytesMut::new();
+                return Ok(true);
+            }
+            let written = self.transport.write(&self.output);
+            self.note_wire();
+            let written = written?;
+            self.stream.sent(written);
+            self.output.advance(written);
+            // Plain TCP took what the socket would: the rest waits for it.
+            // TLS queued records, which the next turn sends.
+            if !self.transport.has_pending() && !self.output.is_empty() {
+                return Ok(false);
+            }
         }
-        Ok(false)
+    }
+
+    /// A plain HTTP request to a TLS port gets nginx's answer, a 400 in
+    /// plain text saying so, and the connection closes; any other bytes
+    /// that are not TLS just close it. (Counted and logged as a failed
+    /// handshake.)
+    pub(super) fn refuse_plain_http(
+        &mut self,
+        http: bool,
+        scratch: &mut Scratch,
+    ) -> io::Result<Flow> {
+        if http {
+            scratch.output.clear();
+            let body = b"400 Bad Request: a plain HTTP request was sent to an HTTPS port\n";
+            let date = self.shared.date();
+            let fields = b"Content-Type: text/plain; charset=utf-8\r\n";
+            let persistence = crate::http::response::Persistence::Close;
+            write_response(
+                &mut scratch.output,
+                400,
+                None,
+                fields,
+                body,
+                &date,
+                persistence,
+                false,
+            );
+            let _ = self.transport.write_unencrypted(&scratch.output);
+            scratch.output.clear();
+            self.note_wire();
+        }
+        Ok(Flow::Close)
     }
 
     pub(super) fn set_writable_interest(&mut self, writable: bool) -> io::Result<()> {
@@ -137,7 +187,7 @@ impl Connection {
         };
         self.shared
             .registry()
-            .reregister(&mut self.socket, self.token, interest)?;
+            .reregister(self.transport.socket_mut(), self.token, interest)?;
         self.writable_interest = writable;
         Ok(())
     }
@@ -147,14 +197,13 @@ impl Connection {
     pub(super) fn discard_unread(&mut self, scratch: &mut Scratch) -> Unread {
         let mut discarded = 0;
         while discarded < MAX_DISCARD_ON_CLOSE {
-            match self.socket.read(&mut scratch.input) {
-                Ok(0) => return Unread::Ended,
-                Ok(len) => {
-                    self.count(|m| &m.bytes_received, len);
-                    discarded += len;
-                }
+            let received = self.transport.read(&mut scratch.input);
+            self.note_wire();
+            match received {
+                Ok(Received::Data { len, .. }) => discarded += len.max(1),
+                Ok(Received::Nothing) => break,
+                Ok(Received::End | Received::NotTls { .. }) => return Unread::Ended,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(_) => return Unread::Ended,
             }
         }
@@ -179,7 +228,9 @@ impl Connection {
         if self.discard_unread(scratch) != Unread::Sending {
             return false;
         }
-        if self.socket.shutdown(Shutdown::Write).is_err() {
+        let shut = self.transport.shutdown_write();
+        self.note_wire();
+        if shut.is_err() {
             return false;
         }
         self.lingering = true;

@@ -1,0 +1,333 @@
+//! How a connection's bytes travel: as they are, or through a TLS session.
+//!
+//! rustls' `ServerConnection` is sans-I/O: bytes from the socket go in with
+//! `read_tls` and `process_new_packets`, plaintext comes out of `reader()`;
+//! plaintext goes in through `writer()` and the records out with
+//! `write_tls`. A [`Transport`] drives it from the connection's own thread,
+//! one socket read per call, so a TLS connection keeps the rules of a plain
+//! one: a read shorter than asked emptied the socket (edge-triggered epoll
+//! raises a new edge for more), and what the socket does not take stays
+//! queued (in rustls, up to the output high-water mark; past it the caller
+//! keeps the plaintext), which is the backpressure.
+//!
+//! The first byte of a TLS connection is a handshake record's (0x16): a
+//! client whose first byte is anything else is not speaking TLS, and one
+//! whose first byte is an upper-case letter is almost surely sending a plain
+//! HTTP request, which the caller answers as nginx does.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+
+use mio::net::TcpStream;
+use rustls::ServerConnection;
+
+use crate::net::socket::write_until_blocked;
+
+/// A TLS record of type handshake: how every TLS connection begins.
+const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// What one read found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Received {
+    /// `len` bytes of plaintext; `drained` when the socket was emptied and
+    /// nothing decrypted is left, so the next read would find nothing.
+    Data { len: usize, drained: bool },
+    /// Nothing to read now (the socket is empty, or held only handshake
+    /// bytes).
+    Nothing,
+    /// The client ended the stream.
+    End,
+    /// TLS expected, and the client is not speaking it; `http` when its
+    /// first byte looks like the start of an HTTP request.
+    NotTls { http: bool },
+}
+
+/// The TLS handshake's fate, for the caller to count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Handshake {
+    /// Completed during the last call.
+    Done,
+    /// Failed during the last call, with rustls' reason.
+    Failed(String),
+}
+
+/// A connection's socket, with a TLS session or without.
+pub(crate) struct Transport {
+    socket: TcpStream,
+    tls: Option<Box<TlsState>>,
+    /// Bytes read from and written to the socket since the caller last
+    /// took the counts.
+    wire_in: usize,
+    wire_out: usize,
+}
+
+struct TlsState {
+    session: ServerConnection,
+    /// Some byte has come: the client was seen to speak TLS.
+    started: bool,
+    /// The last socket read was shorter than asked.
+    socket_drained: bool,
+    /// Decrypted bytes not yet read.
+    plaintext: usize,
+    handshake: Option<Handshake>,
+}
+
+impl Transport {
+    /// Plain TCP.
+    pub(crate) fn plain(socket: TcpStream) -> Transport {
+        Transport {
+            socket,
+            tls: None,
+            wire_in: 0,
+            wire_out: 0,
+        }
+    }
+
+    /// TCP carrying `session`, which queues at most `queued` bytes of
+    /// records the socket has not taken.
+    pub(crate) fn tls(
+        socket: TcpStream,
+        mut session: ServerConnection,
+        queued: usize,
+    ) -> Transport {
+        session.set_buffer_limit(Some(queued));
+        Transport {
+            socket,
+            tls: Some(Box::new(TlsState {
+                session,
+                started: false,
+                socket_drained: false,
+                plaintext: 0,
+                handshake: None,
+            })),
+            wire_in: 0,
+            wire_out: 0,
+        }
+    }
+
+    /// The socket, to register with a poll.
+    pub(crate) fn socket_mut(&mut self) -> &mut TcpStream {
+        &mut self.socket
+    }
+
+    pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
+        self.socket.peer_addr().ok()
+    }
+
+    /// TLS, with the handshake not finished.
+    pub(crate) fn is_handshaking(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(|tls| tls.session.is_handshaking())
+    }
+
+    /// The handshake's fate since the last call, if it was decided.
+    pub(crate) fn take_handshake(&mut self) -> Option<Handshake> {
+        self.tls.as_mut().and_then(|tls| tls.handshake.take())
+    }
+
+    /// Bytes read from and written to the socket since the last call.
+    pub(crate) fn take_wire_counts(&mut self) -> (usize, usize) {
+        let counts = (self.wire_in, self.wire_out);
+        (self.wire_in, self.wire_out) = (0, 0);
+        counts
+    }
+
+    /// Reads plaintext into `buf`. Plain TCP reads the socket once; TLS reads
+    /// it until some plaintext comes or the socket is empty (handshake
+    /// records carry none).
+    pub(crate) fn read(&mut self, buf: &mut [u8]) -> io::Result<Received> {
+        if self.tls.is_none() {
+            return match self.socket.read(buf) {
+                Ok(0) => Ok(Received::End),
+                Ok(len) => {
+                    self.wire_in += len;
+                    let drained = len < buf.len();
+                    Ok(Received::Data { len, drained })
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(Received::Nothing),
+                Err(e) => Err(e),
+            };
+        }
+        loop {
+            if let Some(received) = self.read_tls_once(buf)? {
+                return Ok(received);
+            }
+        }
+    }
+
+    /// One step of a TLS read: decrypted bytes if there are some, else one
+    /// socket read and what it brought; `None` to go on reading.
+    fn read_tls_once(&mut self, buf: &mut [u8]) -> io::Result<Option<Received>> {
+        let Some(tls) = &mut self.tls else {
+            return Ok(Some(Received::Nothing));
+        };
+        // What an earlier read decrypted comes first.
+        if tls.plaintext > 0 {
+            return tls.read_plaintext(buf).map(Some);
+        }
+        let mut sniff = Sniff {
+            socket: &mut self.socket,
+            started: &mut tls.started,
+            not_tls: None,
+            read: 0,
+            short: false,
+        };
+        match tls.session.read_tls(&mut sniff) {
+            Ok(0) => {
+                // The stream ended: a clean close_notify, or a truncation.
+                if tls.session.is_handshaking() && tls.started {
+                    tls.handshake =
+                        Some(Handshake::Failed("the client closed mid-handshake".into()));
+                }
+                return Ok(Some(Received::End));
+            }
+            Ok(_) => {}
+            Err(_) if sniff.not_tls.is_some() => {
+                let http = sniff.not_tls == Some(true);
+                tls.handshake = Some(Handshake::Failed(match http {
+                    true => "a plain HTTP request".into(),
+                    false => "not a TLS handshake".into(),
+                }));
+                return Ok(Some(Received::NotTls { http }));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Some(Received::Nothing)),
+            Err(e) => return Err(e),
+        }
+        let (read, short) = (sniff.read, sniff.short);
+        self.wire_in += read;
+        tls.socket_drained = short;
+        let handshaking = tls.session.is_handshaking();
+        match tls.session.process_new_packets() {
+            Ok(state) => {
+                tls.plaintext = state.plaintext_bytes_to_read();
+                if state.peer_has_closed() && tls.plaintext == 0 {
+                    return Ok(Some(Received::End));
+                }
+            }
+            Err(e) => {
+                if handshaking {
+                    tls.handshake = Some(Handshake::Failed(e.to_string()));
+                }
+                // The alert rustls queued, if the socket takes it.
+                let _ = self.flush();
+                return Err(io::Error::new(ErrorKind::InvalidData, e));
+            }
+        }
+        if handshaking && !tls.session.is_handshaking() {
+            tls.handshake = Some(Handshake::Done);
+        }
+        // Handshake records to send; what the socket will not take now waits
+        // for `flush` (the caller asks for WRITABLE while `has_pending`).
+        if tls.session.wants_write() {
+            self.flush()?;
+        }
+        let Some(tls) = &mut self.tls else {
+            return Ok(Some(Received::Nothing));
+        };
+        if tls.plaintext > 0 {
+            return tls.read_plaintext(buf).map(Some);
+        }
+        Ok(tls.socket_drained.then_some(Received::Nothing))
+    }
+
+    /// Writes plaintext; how much was taken. Plain TCP writes to the socket
+    /// until it is full: what it does not take, it would not take now. TLS
+    /// encrypts into the session's queue what fits there, and sends
+    /// nothing: the caller then `flush`es, and writes again while the queue
+    /// drains, until the socket is full.
+    pub(crate) fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let Some(tls) = &mut self.tls else {
+            let written = write_until_blocked(&mut self.socket, data)?;
+            self.wire_out += written;
+            return Ok(written);
+        };
+        tls.session.writer().write(data)
+    }
+
+    /// Sends the TLS records queued; true when none is left.
+    pub(crate) fn flush(&mut self) -> io::Result<bool> {
+        let Some(tls) = &mut self.tls else {
+            return Ok(true);
+        };
+        while tls.session.wants_write() {
+            match tls.session.write_tls(&mut self.socket) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(written) => self.wire_out += written,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// TLS records are queued that the socket has not taken.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(|tls| tls.session.wants_write())
+    }
+
+    /// Writes `bytes` as they are, past any TLS session: the answer to a
+    /// plain HTTP request on a TLS port. How much the socket took.
+    pub(crate) fn write_unencrypted(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let written = write_until_blocked(&mut self.socket, bytes)?;
+        self.wire_out += written;
+        Ok(written)
+    }
+
+    /// Ends the writing side: a TLS session says `close_notify` first.
+    pub(crate) fn shutdown_write(&mut self) -> io::Result<()> {
+        if let Some(tls) = &mut self.tls {
+            if !tls.session.is_handshaking() {
+                tls.session.send_close_notify();
+                self.flush()?;
+            }
+        }
+        self.socket.shutdown(Shutdown::Write)
+    }
+
+    /// Ends both sides of the socket now.
+    pub(crate) fn shutdown(&mut self) -> io::Result<()> {
+        self.socket.shutdown(Shutdown::Both)
+    }
+}
+
+impl TlsState {
+    /// Hands out decrypted bytes.
+    fn read_plaintext(&mut self, buf: &mut [u8]) -> io::Result<Received> {
+        let len = self.session.reader().read(buf)?;
+        self.plaintext = self.plaintext.saturating_sub(len);
+        let drained = self.socket_drained && self.plaintext == 0;
+        Ok(Received::Data { len, drained })
+    }
+}
+
+/// The socket as rustls reads it: notes how much one read took and whether
+/// it was short, and checks the very first byte.
+struct Sniff<'a> {
+    socket: &'a mut TcpStream,
+    started: &'a mut bool,
+    /// The first byte was not a handshake record's: `Some(true)` when it
+    /// looks like an HTTP request.
+    not_tls: Option<bool>,
+    read: usize,
+    short: bool,
+}
+
+impl Read for Sniff<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let len = self.socket.read(buf)?;
+        if len > 0 && !*self.started {
+            if buf[0] != HANDSHAKE_RECORD {
+                self.not_tls = Some(buf[0].is_ascii_uppercase());
+                return Err(ErrorKind::InvalidData.into());
+            }
+            *self.started = true;
+        }
+        self.read += len;
+        self.short = len < buf.len();
+        Ok(len)
+    }
+}

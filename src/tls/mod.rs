@@ -1,0 +1,180 @@
+//! HTTPS: the rustls server configuration built from `--tls-cert` and
+//! `--tls-key`, and the one new connections use, which SIGHUP replaces.
+//!
+//! rustls is the field's TLS for Rust servers, and its `ServerConnection` is
+//! sans-I/O, so a connection actor drives it from its poller with no thread
+//! or runtime of its own (`runtime/connection/transport.rs`). The crypto
+//! provider is `ring`: it builds with a C compiler alone, where rustls'
+//! default (`aws-lc-rs`) needs cmake and more on a fresh machine, and the
+//! handshake and record costs it adds are in `docs/performance.md`.
+//!
+//! TLS 1.3 and 1.2 only (rustls has nothing older); ALPN offers `http/1.1`;
+//! sessions resume by ticket (a ticketer kept across reloads, so a reload
+//! does not end every client's session) and by session ID (an in-memory
+//! cache); SNI is accepted, and one certificate serves every name.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use rustls::crypto::ring;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ProducesTickets, ServerSessionMemoryCache, StoresServerSessions};
+use rustls::version::{TLS12, TLS13};
+use rustls::{ServerConfig, ServerConnection};
+
+use crate::config::TlsFiles;
+
+/// Sessions kept for resumption by session ID.
+const SESSION_CACHE: usize = 4096;
+
+/// Why the certificate or the key cannot serve.
+#[derive(Debug)]
+pub(crate) enum TlsError {
+    /// The certificate file: unreadable, not PEM, or holding no certificate.
+    Cert { path: PathBuf, reason: String },
+    /// The key file: unreadable, not PEM, or holding no private key.
+    Key { path: PathBuf, reason: String },
+    /// The key is not the certificate's, or rustls refused them.
+    Pair { key: PathBuf, reason: String },
+}
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsError::Cert { path, reason } => write!(f, "--tls-cert {}: {reason}", path.display()),
+            TlsError::Key { path, reason } => write!(f, "--tls-key {}: {reason}", path.display()),
+            TlsError::Pair { key, reason } => write!(f, "--tls-key {}: {reason}", key.display()),
+        }
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+/// What stays the same across reloads: the resumption state.
+struct Resumption {
+    tickets: Arc<dyn ProducesTickets>,
+    sessions: Arc<dyn StoresServerSessions>,
+}
+
+/// The configuration new TLS connections are made with.
+pub(crate) struct TlsAcceptor {
+    files: TlsFiles,
+    resumption: Resumption,
+    current: RwLock<Arc<ServerConfig>>,
+}
+
+impl TlsAcceptor {
+    /// Reads the certificate and key in `files`.
+    pub(crate) fn new(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
+        let tickets = ring::Ticketer::new().map_err(|e| TlsError::Pair {
+            key: files.key.clone(),
+            reason: format!("cannot make session tickets: {e}"),
+        })?;
+        let resumption = Resumption {
+            tickets,
+            sessions: ServerSessionMemoryCache::new(SESSION_CACHE),
+        };
+        let config = server_config(files, &resumption)?;
+        Ok(TlsAcceptor {
+            files: files.clone(),
+            resumption,
+            current: RwLock::new(config),
+        })
+    }
+
+    /// A session for a connection just accepted, with the configuration
+    /// current now.
+    pub(crate) fn session(&self) -> Result<ServerConnection, rustls::Error> {
+        let config = Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()));
+        ServerConnection::new(config)
+    }
+
+    /// SIGHUP: reads the files again; connections made from now on use them.
+    /// An error keeps the configuration in use.
+    pub(crate) fn reload(&self) -> Result<(), TlsError> {
+        let config = server_config(&self.files, &self.resumption)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = config;
+        Ok(())
+    }
+
+    /// The files it reads.
+    pub(crate) fn files(&self) -> &TlsFiles {
+        &self.files
+    }
+}
+
+impl fmt::Debug for TlsAcceptor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsAcceptor")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The server configuration for the certificate and key in `files`.
+fn server_config(files: &TlsFiles, resumption: &Resumption) -> Result<Arc<ServerConfig>, TlsError> {
+    let certs = read_certs(&files.cert)?;
+    let key = read_key(&files.key)?;
+    let provider = Arc::new(ring::default_provider());
+    let pair = |e: rustls::Error| TlsError::Pair {
+        key: files.key.clone(),
+        reason: match e {
+            rustls::Error::InconsistentKeys(_) => {
+                format!("not the key of the certificate in {}", files.cert.display())
+            }
+            other => other.to_string(),
+        },
+    };
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&TLS13, &TLS12])
+        .map_err(pair)?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(pair)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.ticketer = Arc::clone(&resumption.tickets);
+    config.session_storage = Arc::clone(&resumption.sessions);
+    Ok(Arc::new(config))
+}
+
+/// Every certificate in the PEM file at `path`, in order.
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let error = |reason: String| TlsError::Cert {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| error(pem_reason(e)))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| error(pem_reason(e)))?;
+    match certs.is_empty() {
+        true => Err(error(
+            "no certificate (BEGIN CERTIFICATE) in the file".into(),
+        )),
+        false => Ok(certs),
+    }
+}
+
+/// The first private key in the PEM file at `path`.
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| TlsError::Key {
+        path: path.to_path_buf(),
+        reason: match e {
+            rustls::pki_types::pem::Error::NoItemsFound => {
+                "no private key (PKCS#8, PKCS#1 or SEC1) in the file".into()
+            }
+            other => pem_reason(other),
+        },
+    })
+}
+
+/// A PEM error as the reason a file cannot serve.
+fn pem_reason(error: rustls::pki_types::pem::Error) -> String {
+    match error {
+        rustls::pki_types::pem::Error::Io(e) => format!("cannot read: {e}"),
+        rustls::pki_types::pem::Error::NoItemsFound => "nothing of the kind in the file".into(),
+        other => format!("not valid PEM: {other}"),
+    }
+}

@@ -1,0 +1,245 @@
+//! HTTPS over real sockets with a rustls client, in both dispatch modes: a
+//! request, keep-alive, pipelining, a body, an actor route, a large static
+//! file through backpressure, TLS 1.2, session resumption, the plain HTTP
+//! request on the TLS port, a stalled handshake closed by the header
+//! timeout, broken records, and the handshake counters.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::tls::{client_config, connect, Certificates};
+use common::{assert_response, config, start_with, Client, HELLO};
+use rustls::HandshakeKind;
+use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
+use uppercut_mio_server::{ActorRequest, ActorResponse, Config, Dispatch, Method, Routes, Server};
+use uppercut_mio_server::{StaticLimits, Timeouts};
+
+/// Answers `tls actor`.
+struct Answer;
+
+impl AnyActor for Answer {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            request.respond(ActorResponse::text("tls actor"));
+        }
+    }
+}
+
+/// The size of `/big.bin`: far more than a socket and rustls queue hold.
+const BIG: usize = 4 << 20;
+
+fn big_content() -> Vec<u8> {
+    (0..BIG).map(|i| (i % 251) as u8).collect()
+}
+
+/// A TLS server with the standard routes, an echo handler, an actor route
+/// and a static directory holding `/big.bin`; `/metrics` on.
+fn start_tls(dispatch: Dispatch, certificates: &Certificates, timeouts: Timeouts) -> Server {
+    let www = certificates.dir.join("www");
+    fs::create_dir_all(&www).unwrap();
+    fs::write(www.join("big.bin"), big_content()).unwrap();
+    let routes = Routes::standard()
+        .handler(&[Method::Post], "/echo", |request, response| {
+            let _ = response.header("Content-Type", "application/octet-stream");
+            response.body(request.body());
+        })
+        .actor(&[Method::Get], "/actor", "answer")
+        .spawn("answer", Answer)
+        .with_static_dir(&www, StaticLimits::default())
+        .expect("the directory loads");
+    let config = Config {
+        tls: Some(certificates.files.clone()),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        timeouts,
+        ..config(dispatch)
+    };
+    start_with(&config, routes)
+}
+
+fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").into_bytes()
+}
+
+fn requests_keep_alive_pipelining_bodies_and_actors(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("basic-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    let mut client = connect(server.local_addr(), &certificates.client_config());
+    assert_eq!(client.stream.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    assert_eq!(
+        client.stream.conn.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_3)
+    );
+    // Keep-alive: three in turn on one connection.
+    for _ in 0..3 {
+        client.send(&get("/"));
+        assert_response(&client.response(false), HELLO);
+    }
+    // Pipelined: three in one write, answered in order.
+    client.send(&[get("/"), get("/json"), get("/")].concat());
+    assert_response(&client.response(false), HELLO);
+    assert!(client
+        .response(false)
+        .ends_with(b"{\"message\":\"Hello, World!\"}"));
+    assert_response(&client.response(false), HELLO);
+    // A body.
+    client.send(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello");
+    let echoed = client.response(false);
+    assert!(echoed.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    assert!(echoed.ends_with(b"\r\n\r\nhello"));
+    // An actor route.
+    client.send(&get("/actor"));
+    assert!(client.response(false).ends_with(b"\r\n\r\ntls actor"));
+}
+
+/// A 4 MiB file to a client that reads nothing until all of it is sent:
+/// the server's writes back up, and every byte still arrives, in order.
+fn a_large_file_goes_through_backpressure(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("big-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    let mut client = connect(server.local_addr(), &certificates.client_config());
+    client.send(&[get("/big.bin"), get("/")].concat());
+    let response = client.response(false);
+    assert!(
+        response.starts_with(b"HTTP/1.1 200 OK\r\n"),
+        "{:?}",
+        &response[..64]
+    );
+    let head_end = common::find(&response, b"\r\n\r\n").unwrap() + 4;
+    assert!(
+        response[head_end..] == big_content()[..],
+        "the file's bytes"
+    );
+    assert_response(&client.response(false), HELLO);
+}
+
+fn tls12_works_and_sessions_resume(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("resume-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    for versions in [
+        &[&rustls::version::TLS12][..],
+        &[&rustls::version::TLS13][..],
+    ] {
+        let config = client_config(&certificates.ca, versions);
+        let mut first = connect(server.local_addr(), &config);
+        assert_eq!(
+            first.stream.conn.handshake_kind(),
+            Some(HandshakeKind::Full)
+        );
+        first.send(&get("/"));
+        assert_response(&first.response(false), HELLO);
+        // The same client configuration keeps the session (an ID or a
+        // ticket) and offers it again.
+        let mut second = connect(server.local_addr(), &config);
+        second.send(&get("/"));
+        assert_response(&second.response(false), HELLO);
+        assert_eq!(
+            second.stream.conn.handshake_kind(),
+            Some(HandshakeKind::Resumed),
+            "{versions:?}"
+        );
+    }
+}
+
+const PLAIN_ON_TLS: &str = "HTTP/1.1 400 Bad Request\r\nServer: uppercut-mio-server\r\n\
+    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 64\r\nDate: {date}\r\n\
+    Connection: close\r\n\r\n400 Bad Request: a plain HTTP request was sent to an HTTPS port\n";
+
+/// Plain HTTP to the TLS port gets a plain 400 saying so, and the end;
+/// other bytes that are not TLS, and a broken record, just the end. Each
+/// counts as a failed handshake; a good one as a handshake.
+fn what_is_not_tls_is_refused_and_counted(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("refused-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    let mut plain = Client::connect(server.local_addr());
+    plain.send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_response(&plain.rest_until_close(), PLAIN_ON_TLS);
+
+    let mut garbage = Client::connect(server.local_addr());
+    garbage.send(b"\x00\x01\x02\x03 not TLS");
+    garbage.assert_closed();
+
+    // A handshake record that is not one.
+    let mut broken = Client::connect(server.local_addr());
+    broken.send(b"\x16\x03\x01\x00\x05\xff\xff\xff\xff\xff");
+    let answer = broken.rest_until_close();
+    // At most a TLS alert record (type 21), never HTTP.
+    assert!(answer.is_empty() || answer[0] == 21, "{answer:?}");
+
+    let mut good = connect(server.local_addr(), &certificates.client_config());
+    good.send(&get("/"));
+    assert_response(&good.response(false), HELLO);
+    // A broken record after the handshake ends the connection.
+    good.stream
+        .sock
+        .write_all(b"\x17\x03\x03\x00\x10garbage-garbage!")
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = good.stream.sock.read_to_end(&mut rest);
+
+    let metrics = server.metrics_addr().unwrap();
+    let (done, failed) = handshake_counts(metrics, 1, 3);
+    assert_eq!((done, failed), (1, 3));
+}
+
+/// A client that connects and sends half a handshake is closed by the
+/// header timeout, and counted as a failed handshake.
+fn a_stalled_handshake_is_closed_by_the_header_timeout(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("stall-{}", dispatch.name()));
+    let timeouts = Timeouts {
+        header: Duration::from_millis(300),
+        sweep: Duration::from_millis(50),
+        ..Timeouts::default()
+    };
+    let server = start_tls(dispatch, &certificates, timeouts);
+    let mut stalled = TcpStream::connect(server.local_addr()).unwrap();
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let started = Instant::now();
+    // The start of a ClientHello's record, and no more.
+    stalled.write_all(b"\x16\x03\x01\x02\x00\x01").unwrap();
+    let mut rest = Vec::new();
+    stalled.read_to_end(&mut rest).expect("an end, not a reset");
+    assert_eq!(rest, b"", "nothing is sent to a client mid-handshake");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let metrics = server.metrics_addr().unwrap();
+    assert_eq!(handshake_counts(metrics, 0, 1), (0, 1));
+}
+
+/// The handshake counters summed over the pollers, once they reach at
+/// least `done` and `failed` (they are counted as connections end), or
+/// after 10 s.
+fn handshake_counts(metrics: std::net::SocketAddr, done: u64, failed: u64) -> (u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut scrape = Client::connect(metrics);
+        scrape.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n");
+        let page = String::from_utf8(scrape.rest_until_close()).unwrap();
+        let sum = |name: &str| -> u64 {
+            page.lines()
+                .filter(|line| line.starts_with(name))
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum()
+        };
+        let counts = (
+            sum("uppercut_tls_handshakes_total{"),
+            sum("uppercut_tls_handshake_failures_total{"),
+        );
+        if (counts.0 >= done && counts.1 >= failed) || Instant::now() > deadline {
+            return counts;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+in_both_modes!(
+    requests_keep_alive_pipelining_bodies_and_actors,
+    a_large_file_goes_through_backpressure,
+    tls12_works_and_sessions_resume,
+    what_is_not_tls_is_refused_and_counted,
+    a_stalled_handshake_is_closed_by_the_header_timeout,
+);
