@@ -64,12 +64,19 @@ impl Running {
         BufReader::new(child.stdout.take().expect("piped stdout"))
             .read_line(&mut start_line)
             .expect("the start line");
-        let addr = start_line
-            .trim_end()
-            .strip_prefix("listening on http://")
+        let rest = start_line.trim_end().strip_prefix("listening on ");
+        let rest = rest.and_then(|rest| {
+            (rest.strip_prefix("http://")).or_else(|| rest.strip_prefix("https://"))
+        });
+        let addr = rest
             .and_then(|rest| rest.split(' ').next())
-            .and_then(|addr| addr.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected start line {start_line:?}"));
+            .and_then(|addr| addr.parse().ok());
+        let Some(addr) = addr else {
+            // Not left running after the test fails.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("unexpected start line {start_line:?}");
+        };
         Running {
             child,
             start_line,
