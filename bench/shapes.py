@@ -54,6 +54,12 @@ def close_shape(wrk_options, script=None):
 
 def plan_shapes(args, pipeline_script):
     """The shapes to measure, in table order."""
+    if getattr(args, "tls", False):
+        return [
+            Shape("tls-c128", "https -t4 -c128", "wrk", ["-t4", "-c128"]),
+            Shape("tls-close", "https conn per request", "wrk",
+                  [*shlex.split(CLOSE_WRK), "-H", "Connection: close"]),
+        ]
     if args.shapes:
         rates = args.rate or list(SHAPE_RATES)
         return [
