@@ -22,6 +22,7 @@ CALL_GRAPH=""
 OUT=""
 DRY_RUN=0
 KEEP=0
+TLS=0
 # The server to profile; {addr}, {port} and {mode} are filled in. Overridable (env or
 # --server-cmd) so the script can be tried on a stand-in server. It is split
 # on whitespace, so no quoting inside.
@@ -47,6 +48,10 @@ Options:
                             also \$SERVER_CMD (default: the release binary
                             with --bind {addr} --dispatch {mode}); a custom
                             command skips the cargo build
+  --tls                     profile the HTTPS path: a self-signed certificate
+                            made with openssl, the server started with
+                            --tls-cert/--tls-key, wrk on https://; writes
+                            flamegraph/<mode>-tls.svg by default
   --keep                    keep perf.data and the folded stacks (prints where)
   --dry-run, -n             print the commands instead of running them
   --help, -h                show this help
@@ -85,6 +90,7 @@ while (($#)); do
         ;;
     -n | --dry-run) DRY_RUN=1 ;;
     --keep) KEEP=1 ;;
+    --tls) TLS=1 ;;
     --dispatch | --duration | --out | --threads | --connections | --port | --call-graph | --server-cmd)
         (($# >= 2)) || usage_error "$1 needs a value"
         case $1 in
@@ -113,10 +119,12 @@ done
 ((DURATION >= 2)) || usage_error "--duration must be at least 2 seconds"
 case $CALL_GRAPH in "" | fp | dwarf | lbr) ;; *) usage_error "--call-graph wants fp, dwarf or lbr" ;; esac
 ((CONNECTIONS >= THREADS)) || usage_error "wrk needs at least one connection per thread"
-OUT=${OUT:-$HERE/$DISPATCH.svg}
+SUFFIX="" SCHEME=http
+if ((TLS)); then SUFFIX=-tls SCHEME=https; fi
+OUT=${OUT:-$HERE/$DISPATCH$SUFFIX.svg}
 
 ADDR="127.0.0.1:$PORT"
-URL="http://$ADDR/"
+URL="$SCHEME://$ADDR/"
 server_line=${SERVER_CMD//\{addr\}/$ADDR}
 server_line=${server_line//\{port\}/$PORT}
 server_line=${server_line//\{mode\}/$DISPATCH}
@@ -227,6 +235,12 @@ else
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/flamegraph.XXXXXX")
     WORK_SHOWN=$WORK
 fi
+if ((TLS)); then
+    # A certificate for this run only; curl below is told not to verify it.
+    run openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$WORK_SHOWN/key.pem" -out "$WORK_SHOWN/cert.pem" -days 2 -subj /CN=localhost
+    SERVER+=(--tls-cert "$WORK_SHOWN/cert.pem" --tls-key "$WORK_SHOWN/key.pem")
+fi
 
 say "Starting server: $(show_cmd "${SERVER[@]}")"
 if ((DRY_RUN)); then
@@ -236,15 +250,15 @@ else
     SERVER_PID=$!
     # Wait until it answers (up to 10 s), or give up if it died.
     for _ in $(seq 100); do
-        curl -fsS -o /dev/null --max-time 1 "$URL" 2>/dev/null && break
+        curl -kfsS -o /dev/null --max-time 1 "$URL" 2>/dev/null && break
         kill -0 "$SERVER_PID" 2>/dev/null || {
             cat "$WORK/server.log" >&2
             die "server exited before answering on $URL"
         }
         sleep 0.1
     done
-    curl -fsS -o /dev/null --max-time 1 "$URL" || die "server does not answer on $URL after 10 s"
-    say "Server up (pid $SERVER_PID): $(curl -fsS --max-time 1 "$URL" | head -c 60 | tr '\n' ' ')"
+    curl -kfsS -o /dev/null --max-time 1 "$URL" || die "server does not answer on $URL after 10 s"
+    say "Server up (pid $SERVER_PID): $(curl -kfsS --max-time 1 "$URL" | head -c 60 | tr '\n' ' ')"
 fi
 
 # perf samples the server for the whole load window: it starts first and

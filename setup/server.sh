@@ -164,6 +164,8 @@ role_server() {
     step "Next"
     say "Start the server (from a new login shell, so the new limits apply):"
     say "  cd $repo && ./target/release/$BIN_NAME --bind $BIND"
+    say "For HTTPS, add the certificate chain and key (PEM; SIGHUP reloads them):"
+    say "  --tls-cert /etc/ssl/example/fullchain.pem --tls-key /etc/ssl/example/privkey.pem"
     say "Record a flamegraph under local wrk load (writes flamegraph/local.svg):"
     say "  cd $repo && flamegraph/record.sh --dispatch local"
 }

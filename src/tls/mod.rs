@@ -8,7 +8,8 @@
 //! default (`aws-lc-rs`) needs cmake and more on a fresh machine, and the
 //! handshake and record costs it adds are in `docs/performance.md`.
 //!
-//! TLS 1.3 and 1.2 only (rustls has nothing older); ALPN offers `http/1.1`;
+//! TLS 1.3 and 1.2 only (rustls has nothing older), AEAD suites only, in
+//! the server's order; ALPN offers `http/1.1`;
 //! sessions resume by ticket (a ticketer kept across reloads, so a reload
 //! does not end every client's session) and by session ID (an in-memory
 //! cache); SNI is accepted, and one certificate serves every name.
@@ -134,6 +135,10 @@ fn server_config(files: &TlsFiles, resumption: &Resumption) -> Result<Arc<Server
         .with_single_cert(certs, key)
         .map_err(pair)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // The server's order of cipher suites (rustls': AES-256-GCM, then
+    // AES-128-GCM and ChaCha20-Poly1305), not the client's: no client can
+    // talk it down to a weaker suite it happens to list first.
+    config.ignore_client_order = true;
     config.ticketer = Arc::clone(&resumption.tickets);
     config.session_storage = Arc::clone(&resumption.sessions);
     Ok(Arc::new(config))
