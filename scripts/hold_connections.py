@@ -27,13 +27,14 @@ import heapq
 import random
 import selectors
 import socket
+import ssl
 import statistics
 import sys
 import time
 
 from loadclient import descriptors_for, parse_addr
 
-CONNECTING, IDLE, WAITING = 0, 1, 2
+CONNECTING, IDLE, WAITING, HANDSHAKING = 0, 1, 2, 3
 ERROR_KINDS = ("connect_failed", "connect_timeout", "reset", "closed", "bad", "timeout")
 
 
@@ -89,6 +90,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=5.0,
                     help="seconds to connect, or to get an answer (default 5)")
     ap.add_argument("--path", default="/", help="path to GET (default /)")
+    ap.add_argument("--tls", action="store_true",
+                    help="TLS over each connection (the certificate is not checked), for the memory of "
+                    "idle TLS connections")
     ap.add_argument("--expect-body", default="hello\n",
                     help="the body every answer must have (default 'hello\\n')")
     args = ap.parse_args()
@@ -105,6 +109,12 @@ def main():
     errors = dict.fromkeys(ERROR_KINDS, 0)
     first_error = {}
     sel = selectors.DefaultSelector()
+    tls = None
+    if args.tls:
+        tls = ssl.create_default_context()
+        tls.check_hostname = False
+        tls.verify_mode = ssl.CERT_NONE
+        tls.set_alpn_protocols(["http/1.1"])
     conns = set()
     fresh = set()  # connections not answered yet
     due = []  # heap of (time, sequence, conn)
@@ -144,7 +154,7 @@ def main():
     def on_readable(conn, now):
         try:
             data = conn.sock.recv(65536)
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as e:
             fail(conn, "reset", f"recv: {e}")
@@ -185,6 +195,29 @@ def main():
         err = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             fail(conn, "connect_failed", errno.errorcode.get(err, str(err)))
+            return
+        if tls is not None:
+            sel.unregister(conn.sock)
+            conn.sock = tls.wrap_socket(conn.sock, server_hostname=host, do_handshake_on_connect=False)
+            sel.register(conn.sock, selectors.EVENT_WRITE, conn)
+            conn.state = HANDSHAKING
+            on_handshake(conn, now)
+            return
+        counts["established"] += 1
+        sel.modify(conn.sock, selectors.EVENT_READ, conn)
+        send_request(conn, now)
+
+    def on_handshake(conn, now):
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            sel.modify(conn.sock, selectors.EVENT_READ, conn)
+            return
+        except ssl.SSLWantWriteError:
+            sel.modify(conn.sock, selectors.EVENT_WRITE, conn)
+            return
+        except OSError as e:
+            fail(conn, "connect_failed", f"TLS handshake: {e}")
             return
         counts["established"] += 1
         sel.modify(conn.sock, selectors.EVENT_READ, conn)
@@ -243,7 +276,7 @@ def main():
         if now >= next_check:
             next_check = now + 0.25
             for conn in list(conns):
-                if conn.state == CONNECTING and now - conn.started > args.timeout:
+                if conn.state in (CONNECTING, HANDSHAKING) and now - conn.started > args.timeout:
                     fail(conn, "connect_timeout", f"not connected after {args.timeout:g} s")
                 elif conn.state == WAITING and now - conn.sent_at > args.timeout:
                     fail(conn, "timeout", f"no answer after {args.timeout:g} s")
@@ -262,6 +295,8 @@ def main():
             if conn.state == CONNECTING:
                 if mask & selectors.EVENT_WRITE:
                     on_connected(conn, now)
+            elif conn.state == HANDSHAKING:
+                on_handshake(conn, now)
             else:
                 on_readable(conn, now)
 
