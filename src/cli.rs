@@ -5,7 +5,7 @@
 //! the flags, their one-line refusals and the usage text are ours. clap's
 //! derive, the convention users know, would have its generated help and
 //! multi-line errors switched off here to keep those, for far more to build
-//! and a larger binary (the commit that made this choice has the figures).
+//! and a larger binary (docs/performance.md has the comparison).
 
 use std::ffi::OsString;
 use std::net::{SocketAddr, ToSocketAddrs};
