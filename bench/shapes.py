@@ -195,11 +195,17 @@ def compare(shape, row, base):
     return f"{r:.2f}x" if r is not None else "-"
 
 
-def print_shape_table(rows, base_name):
+def shape_table_cells(rows, base_name):
+    """The table's header and one row of text cells per (shape, server)."""
     header = ["shape", "server", "rps", *(name for name, _ in LATENCY_COLUMNS), "errors", f"vs {base_name}"]
     cells = [[row["shape"].label, row["server"], f"{row['rps']:.0f}",
               *(fmt_latency(row[key]) for _, key in LATENCY_COLUMNS), str(row["errors"]), row["vs_base"]]
              for row in rows]
+    return header, cells
+
+
+def print_shape_table(rows, base_name):
+    header, cells = shape_table_cells(rows, base_name)
     widths = [max(len(r[i]) for r in [header] + cells) for i in range(len(header))]
 
     def line(c):

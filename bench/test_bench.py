@@ -1,29 +1,35 @@
 #!/usr/bin/env python3
-"""Self-check of bench/run's parsing, shape planning, table and SVG writer.
+"""Self-check of bench/run's parsing, shape planning, tables (plain and Markdown),
+SVG writer, and where it finds the binaries it builds.
 
 Runs without wrk, oha or a server: the load generators' output comes from real
 runs saved in bench/testdata/. Run it with `python3 bench/test_bench.py`.
 """
 
 import argparse
+import importlib.machinery
+import importlib.util
 import io
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 from contextlib import redirect_stdout
+from unittest import mock
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
 sys.dont_write_bytecode = True
 
+from markdown_report import git_commit, report  # noqa: E402
 from oha import parse_oha  # noqa: E402
 from poller_spread import requests_per_poller, spread_line  # noqa: E402
 from servers import BenchError  # noqa: E402
-from shapes import plan_shapes, print_shape_table, summarize  # noqa: E402
+from shapes import plan_shapes, print_shape_table, shape_table_cells, summarize  # noqa: E402
 from svg import write_svg  # noqa: E402
-from wrk_report import parse_wrk  # noqa: E402
+from wrk_report import parse_wrk, table_cells  # noqa: E402
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -40,8 +46,22 @@ def shape_args(**kw):
 
 
 class Server:
-    def __init__(self, name):
+    def __init__(self, name, rounds=None):
         self.name = name
+        self.rounds = rounds
+
+
+def load_bench_run():
+    """bench/run as a module (it has no .py suffix); main() does not run."""
+    loader = importlib.machinery.SourceFileLoader("bench_run", os.path.join(BENCH_DIR, "run"))
+    spec = importlib.util.spec_from_loader("bench_run", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+FACTS = {"date": "2026-01-02", "commit": "abc1234-dirty", "nproc": 2, "kernel": "6.1.0-test",
+         "command": "bench/run --markdown --shapes"}
 
 
 class OhaParsing(unittest.TestCase):
@@ -182,6 +202,82 @@ class TableAndPicture(unittest.TestCase):
             path = os.path.join(tmp, "r.svg")
             write_svg(path, "t", "c", shapes, ["a"], rows)
             ET.parse(path)
+
+
+class Markdown(unittest.TestCase):
+    def test_shape_table_with_where_and_how_it_was_measured(self):
+        shapes = plan_shapes(shape_args(shapes=True), "bench/pipeline.lua")
+        names = ["ours-local", "ours-system", "actix"]
+        rows = summarize(shapes, [Server(n) for n in names], results_for(shapes, names), "ours-local")
+        header, cells = shape_table_cells(rows, "ours-local")
+        lines = report(FACTS, "Medians over 2 round(s).", header, cells, text_columns=2).split("\n")
+        self.assertEqual(lines[:6], [
+            "Measured 2026-01-02 on commit abc1234-dirty (nproc 2, kernel 6.1.0-test):",
+            "",
+            "    bench/run --markdown --shapes",
+            "",
+            "Medians over 2 round(s).",
+            "",
+        ])
+        self.assertEqual(lines[6], "| shape | server | rps | p50 | p90 | p99 | p99.9 | max | errors | vs ours-local |")
+        self.assertEqual(lines[7], "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        # One row per (shape, server), no blank line inside the table.
+        self.assertEqual(len(lines), 8 + len(shapes) * len(names))
+        # wrk-c10.txt, doubled for the second server: 2 x 123212.25 rps, 2 x 40 us.
+        self.assertIn("| -t2 -c10 | ours-system | 246424 | 80us | 1.72ms | 7.44ms | - | 14.36ms | 0 | 2.00x |",
+                      lines)
+        self.assertIn("| open loop 2000/s | actix | 0 | - | - | - | - | - | 198 | - |", lines)
+
+    def test_wrk_table(self):
+        wrk = dict(parse_wrk(sample("wrk-c10.txt")), idle_cpu=0.4, rss=9.5 * 1024**2)
+        servers = [Server("ours-local", [wrk, wrk]), Server("actix|2", [dict(wrk, rps=wrk["rps"] / 2)])]
+        header, cells = table_cells(servers, "ours-local")
+        lines = report(FACTS, "Medians.", header, cells).split("\n")[6:]
+        self.assertEqual(lines, [
+            "| server | rps | MB/s | p50 | p99 | idle CPU | RSS MB | sock errs | non-2xx | ratio |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| ours-local | 123212 | 17.74 | 40us | 3.72ms | 0.4% | 9.5 | 0 | 0 | 1.00 |",
+            "| actix\\|2 | 61606 | 17.74 | 40us | 3.72ms | 0.4% | 9.5 | 0 | 0 | 0.50 |",
+        ])
+
+    def test_commit_is_marked_dirty_when_a_tracked_file_changed(self):
+        with tempfile.TemporaryDirectory() as repo:
+            self.assertIsNone(git_commit(repo))
+            git = ["git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run([*git, "init", "-q"], check=True)
+            with open(os.path.join(repo, "a"), "w") as f:
+                f.write("1\n")
+            subprocess.run([*git, "add", "a"], check=True)
+            subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+            head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                  text=True, check=True).stdout.strip()
+            with open(os.path.join(repo, "untracked"), "w") as f:
+                f.write("x\n")
+            self.assertEqual(git_commit(repo), head)
+            with open(os.path.join(repo, "a"), "w") as f:
+                f.write("2\n")
+            self.assertEqual(git_commit(repo), head + "-dirty")
+
+
+class TargetDir(unittest.TestCase):
+    def plan(self, env):
+        bench_run = load_bench_run()
+        with mock.patch.dict(os.environ, env, clear=True), \
+                mock.patch.object(sys, "argv", ["bench/run", "--dispatch", "local"]):
+            args = bench_run.parse_args()
+        return {s.name: s.argv[0] for s in bench_run.plan_servers(args)}
+
+    def test_binaries_are_looked_for_where_cargo_builds_them(self):
+        repo = os.path.dirname(BENCH_DIR)
+        self.assertEqual(self.plan({}), {
+            "ours-local": os.path.join(repo, "target", "release", "uppercut-mio-server"),
+            "actix": os.path.join(repo, "target", "bench", "release", "actix-hello"),
+        })
+        with tempfile.TemporaryDirectory() as target:
+            self.assertEqual(self.plan({"CARGO_TARGET_DIR": target}), {
+                "ours-local": os.path.join(target, "release", "uppercut-mio-server"),
+                "actix": os.path.join(target, "bench", "release", "actix-hello"),
+            })
 
 
 class PollerSpread(unittest.TestCase):

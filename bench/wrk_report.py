@@ -88,7 +88,8 @@ def median_of(rounds, key):
     return statistics.median(values) if values else None
 
 
-def print_table(servers, base_name):
+def table_cells(servers, base_name):
+    """The table's header and rows, as text cells."""
     base_rps = median_of(next(s.rounds for s in servers if s.name == base_name), "rps")
     header = ["server", "rps", "MB/s", "p50", "p99", "idle CPU", "RSS MB", "sock errs", "non-2xx", "ratio"]
     rows = []
@@ -108,6 +109,11 @@ def print_table(servers, base_name):
             str(sum(r["non_2xx"] for r in s.rounds)),
             ratio,
         ])
+    return header, rows
+
+
+def print_table(servers, base_name):
+    header, rows = table_cells(servers, base_name)
     widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
     line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                    for i, (c, w) in enumerate(zip(cells, widths)))

@@ -1,5 +1,13 @@
 //! The command line: the usage text, and flags parsed into a [`Config`].
+//!
+//! lexopt splits the arguments (`--flag value`, `--flag=value`, `-h`, `--`,
+//! and arguments that are not UTF-8, which `std::env::args` would panic on);
+//! the flags, their one-line refusals and the usage text are ours. clap's
+//! derive, the convention users know, would have its generated help and
+//! multi-line errors switched off here to keep those, for far more to build
+//! and a larger binary (docs/performance.md has the comparison).
 
+use std::ffi::OsString;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -129,30 +137,36 @@ pub fn version_line() -> String {
 
 /// Parses the arguments after the program name; `Err` says, in one line,
 /// what is wrong. Both `--flag value` and `--flag=value` are accepted.
-pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String> {
+pub fn parse_args<I>(args: I) -> Result<Command, String>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
     let mut config = Config::default();
-    let mut args = args.into_iter();
+    let mut parser = lexopt::Parser::from_args(args);
     let mut upstream_url = None;
     let (mut upstream_conns, mut upstream_timeout, mut upstream_queue) = (None, None, None);
     let mut static_limit_flag = None;
     let (mut tls_cert, mut tls_key) = (None, None);
-    while let Some(arg) = args.next() {
-        let (flag, inline_value) = match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_string(), Some(value.to_string())),
-            None => (arg, None),
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        let flag = match arg {
+            lexopt::Arg::Long(name) => format!("--{name}"),
+            lexopt::Arg::Short(letter) => format!("-{letter}"),
+            lexopt::Arg::Value(value) => {
+                return Err(format!("unexpected argument: {}", value.to_string_lossy()))
+            }
+        };
+        // The flag's value as given, which may be any bytes (a path).
+        let mut os_value = || parser.value().map_err(|_| format!("{flag} needs a value"));
+        // The flag's value as text.
+        let mut value = || {
+            os_value()?
+                .into_string()
+                .map_err(|value| format!("{flag}: not UTF-8: {}", value.to_string_lossy()))
         };
         match flag.as_str() {
             "--help" | "-h" => return Ok(Command::Help),
             "--version" | "-V" => return Ok(Command::Version),
-            _ => {}
-        }
-        let mut value = || {
-            inline_value
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        match flag.as_str() {
             "--bind" => config.bind = socket_addr(&flag, &value()?)?,
             "--pollers" => config.pollers = positive(&flag, &value()?)?,
             "--max-connections" => config.max_connections = positive(&flag, &value()?)?,
@@ -168,7 +182,7 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
                     other => return Err(format!("--dispatch: not local or system: {other}")),
                 };
             }
-            "--static-dir" => config.static_dir = Some(PathBuf::from(value()?)),
+            "--static-dir" => config.static_dir = Some(path(&flag, os_value()?)?),
             "--static-max-file" => {
                 config.static_limits.max_file = parse_size(&flag, &value()?)?;
                 static_limit_flag = Some("--static-max-file");
@@ -177,27 +191,28 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
                 config.static_limits.max_total = parse_size(&flag, &value()?)?;
                 static_limit_flag = Some("--static-max-total");
             }
-            "--static-dotfiles" if inline_value.is_some() => {
-                return Err("--static-dotfiles takes no value".into())
-            }
-            "--pin" if inline_value.is_some() => return Err("--pin takes no value".into()),
-            "--pin" => config.pin = true,
             "--static-dotfiles" => {
+                no_value(&mut parser, &flag)?;
                 config.static_dotfiles = true;
                 static_limit_flag = Some("--static-dotfiles");
             }
+            "--pin" => {
+                no_value(&mut parser, &flag)?;
+                config.pin = true;
+            }
             "--metrics" => config.metrics = Some(socket_addr(&flag, &value()?)?),
-            "--tls-cert" => tls_cert = Some(path(&flag, value()?)?),
-            "--tls-key" => tls_key = Some(path(&flag, value()?)?),
+            "--tls-cert" => tls_cert = Some(path(&flag, os_value()?)?),
+            "--tls-key" => tls_key = Some(path(&flag, os_value()?)?),
             "--upstream" => upstream_url = Some(value()?),
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
             "--upstream-timeout" => upstream_timeout = Some(timeout(&flag, &value()?)?),
             "--upstream-queue" => upstream_queue = Some(positive(&flag, &value()?)?),
             "--access-log" => {
-                config.access_log = Some(match value()?.as_str() {
-                    "" => return Err("--access-log needs a path, or - for stdout".into()),
-                    "-" => AccessLogTarget::Stdout,
-                    path => AccessLogTarget::File(PathBuf::from(path)),
+                let value = os_value()?;
+                config.access_log = Some(match value.to_str() {
+                    Some("") => return Err("--access-log needs a path, or - for stdout".into()),
+                    Some("-") => AccessLogTarget::Stdout,
+                    _ => AccessLogTarget::File(PathBuf::from(value)),
                 })
             }
             _ => return Err(format!("unknown flag: {flag}")),
@@ -231,6 +246,14 @@ pub fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Command, St
         None => {}
     }
     Ok(Command::Run(Box::new(config)))
+}
+
+/// A flag that takes no value was given one (`--pin=yes`).
+fn no_value(parser: &mut lexopt::Parser, flag: &str) -> Result<(), String> {
+    match parser.optional_value() {
+        Some(_) => Err(format!("{flag} takes no value")),
+        None => Ok(()),
+    }
 }
 
 /// The line the binary prints once it listens. Scripts and tests read its
@@ -268,7 +291,7 @@ pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>
 }
 
 /// A path given to `flag`, which may not be empty.
-fn path(flag: &str, value: String) -> Result<PathBuf, String> {
+fn path(flag: &str, value: OsString) -> Result<PathBuf, String> {
     match value.is_empty() {
         true => Err(format!("{flag} needs a path")),
         false => Ok(PathBuf::from(value)),

@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     // `run_until_signal` must wait for it, not kill the process.
     Server::block_signals();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let config = match parse_args(std::env::args().skip(1)) {
+    let config = match parse_args(std::env::args_os().skip(1)) {
         Ok(Command::Run(config)) => config,
         Ok(Command::Help) => {
             println!("{USAGE}");

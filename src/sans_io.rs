@@ -7,7 +7,7 @@ pub use crate::request_stream::{RequestStream, OUTPUT_HIGH_WATER};
 
 use bytes::BytesMut;
 
-use crate::http::response::Persistence;
+use crate::http::head::{Persistence, ResponseOut};
 use crate::routes::Routes;
 
 /// Every whole response (head and body) that the canned routes of `routes`
@@ -28,7 +28,7 @@ pub fn canned_responses(routes: &Routes, date: &[u8; DATE_LEN]) -> Vec<Vec<u8>> 
         };
         for &persistence in persistences {
             let mut out = BytesMut::new();
-            response.write(&mut out, date, persistence, false);
+            response.write(&mut ResponseOut::new(&mut out, date, persistence, false));
             all.push(out.to_vec());
         }
     }

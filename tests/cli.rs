@@ -1,6 +1,8 @@
 //! The command line as the library parses it: every flag, every refusal with
 //! its exact one-line message, durations, sizes and the start line.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -364,6 +366,30 @@ fn refuses_bad_flags_in_one_line_that_says_why() {
     ] {
         assert_eq!(parse(args), Err(message), "{args:?}");
     }
+}
+
+#[test]
+fn takes_any_bytes_for_a_path_and_refuses_them_elsewhere_in_one_line() {
+    let not_utf8 = |prefix: &str| {
+        let mut bytes = prefix.as_bytes().to_vec();
+        bytes.extend_from_slice(b"caf\xe9");
+        OsString::from_vec(bytes)
+    };
+    let config = match parse_args([not_utf8("--static-dir=")]) {
+        Ok(Command::Run(config)) => config,
+        other => panic!("{other:?}"),
+    };
+    let dir = PathBuf::from(OsString::from_vec(b"caf\xe9".to_vec()));
+    assert_eq!(config.static_dir, Some(dir));
+    assert_eq!(
+        parse_args([OsString::from("--pollers"), not_utf8("")]),
+        Err("--pollers: not UTF-8: caf\u{FFFD}".into())
+    );
+    assert_eq!(
+        parse(&["--pollers=2", "www"]),
+        Err("unexpected argument: www".into())
+    );
+    assert_eq!(parse(&["-x"]), Err("unknown flag: -x".into()));
 }
 
 #[test]

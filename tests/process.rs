@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::process::Command;
 use std::thread;
 use std::time::Duration;
@@ -36,6 +38,15 @@ fn refuses_bad_flags_in_one_line_with_status_2() {
         "uppercut-mio-server: --pollers: not a positive number: none (try --help)\n"
     );
     assert_eq!(output.stdout, b"");
+
+    // An argument that is not UTF-8 is refused like any other, not a panic.
+    let not_utf8 = OsString::from_vec(b"--pollers=\xff".to_vec());
+    let output = Command::new(BINARY).arg(not_utf8).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "uppercut-mio-server: --pollers: not UTF-8: \u{FFFD} (try --help)\n"
+    );
 
     let help = Command::new(BINARY).arg("--help").output().unwrap();
     assert_eq!(help.status.code(), Some(0));

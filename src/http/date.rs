@@ -1,6 +1,8 @@
 //! The `Date` header: IMF-fixdate formatting, and the per-poller cache that the
 //! poller refreshes at most once a second and connections copy on every batch of
-//! responses, without a lock and without allocating.
+//! responses, without a lock and without allocating. Formatted here rather
+//! than by the httpdate crate, which costs more instructions per date
+//! (docs/performance.md).
 //!
 //! The cache is a sequence lock over four atomic words: the poller is its only
 //! writer, and in `system` dispatch the readers run on other worker threads, so a

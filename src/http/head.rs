@@ -1,6 +1,8 @@
 //! The bytes every response head shares, however it is built: the
 //! `Server` name, the `Connection` header the exchange needs, the `Date` at
-//! the end, decimal lengths, and reason phrases.
+//! the end, decimal lengths, and reason phrases; and [`ResponseOut`], what
+//! every response writer is handed, so the output, the date and what the
+//! exchange decided travel as one value rather than as four arguments.
 
 use bytes::BytesMut;
 
@@ -12,7 +14,7 @@ pub(crate) const SERVER_NAME: &str = "uppercut-mio-server";
 /// The `Connection` header a response carries, which depends on the exchange
 /// rather than on the route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Persistence {
+pub(crate) enum Persistence {
     /// HTTP/1.1 keep-alive: the default, no header needed.
     KeepAlive,
     /// HTTP/1.0 keep-alive must be confirmed by the server.
@@ -32,17 +34,63 @@ impl Persistence {
     }
 }
 
-/// Appends `value` in decimal, for responses built per request elsewhere.
-pub(crate) fn put_decimal(out: &mut BytesMut, value: usize) {
-    write_decimal(out, value);
+/// Where a response goes and what its exchange decided: the connection's
+/// output, the `Date` value of this batch, the `Connection` header the
+/// response carries, and whether it answers a HEAD request (head only).
+#[derive(Debug)]
+pub(crate) struct ResponseOut<'a> {
+    pub(crate) out: &'a mut BytesMut,
+    pub(crate) date: &'a [u8; DATE_LEN],
+    pub(crate) persistence: Persistence,
+    pub(crate) head_only: bool,
 }
 
-/// Ends a head built per request elsewhere: the `Date` header, with the
-/// `Connection` header `persistence` needs, and the blank line.
-pub(crate) fn end_head(out: &mut BytesMut, date: &[u8; DATE_LEN], persistence: Persistence) {
-    out.extend_from_slice(b"\r\nDate: ");
-    out.extend_from_slice(date);
-    out.extend_from_slice(persistence.head_end());
+impl<'a> ResponseOut<'a> {
+    pub(crate) fn new(
+        out: &'a mut BytesMut,
+        date: &'a [u8; DATE_LEN],
+        persistence: Persistence,
+        head_only: bool,
+    ) -> ResponseOut<'a> {
+        ResponseOut {
+            out,
+            date,
+            persistence,
+            head_only,
+        }
+    }
+
+    /// Appends head bytes.
+    pub(crate) fn put(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    /// Appends `value` in decimal, formatted on the stack.
+    pub(crate) fn put_decimal(&mut self, value: usize) {
+        write_decimal(self.out, value);
+    }
+
+    /// Ends a head whose last header line is not yet ended: the `Date`
+    /// header, with the `Connection` header the exchange needs, and the
+    /// blank line.
+    pub(crate) fn end_head(&mut self) {
+        self.out.extend_from_slice(b"\r\nDate: ");
+        self.put_date_and_end();
+    }
+
+    /// Ends a head built up to `Date: `: the date, the `Connection` header
+    /// the exchange needs, and the blank line.
+    pub(crate) fn put_date_and_end(&mut self) {
+        self.out.extend_from_slice(self.date);
+        self.out.extend_from_slice(self.persistence.head_end());
+    }
+
+    /// Appends the body, unless the request was HEAD.
+    pub(crate) fn body(&mut self, body: &[u8]) {
+        if !self.head_only {
+            self.out.extend_from_slice(body);
+        }
+    }
 }
 
 /// Appends `value` in decimal, formatted on the stack.

@@ -4,9 +4,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::http::date::DATE_LEN;
 pub(crate) use crate::http::head::Persistence;
-use crate::http::head::SERVER_NAME;
+use crate::http::head::{ResponseOut, SERVER_NAME};
 pub use crate::http::response_fields::ResponseError;
 use crate::http::response_fields::{check_header, check_status};
 
@@ -105,20 +104,12 @@ impl CannedResponse {
         self.body.len()
     }
 
-    /// Appends the response to `out`; `head_only` answers a HEAD request.
-    pub fn write(
-        &self,
-        out: &mut BytesMut,
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
-    ) {
-        out.extend_from_slice(&self.head);
-        out.extend_from_slice(date);
-        out.extend_from_slice(persistence.head_end());
-        if !head_only {
-            out.extend_from_slice(&self.body);
-        }
+    /// Appends the response: the head with the date and the `Connection`
+    /// header `to` asks for, and the body unless it answers a HEAD request.
+    pub(crate) fn write(&self, to: &mut ResponseOut<'_>) {
+        to.put(&self.head);
+        to.put_date_and_end();
+        to.body(&self.body);
     }
 }
 
@@ -143,13 +134,20 @@ fn status_of(head: &[u8]) -> u16 {
 mod tests {
     use super::*;
 
+    const DATE: &[u8; crate::http::date::DATE_LEN] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+
     #[test]
     fn writes_head_date_and_persistence() {
         let response = CannedResponse::ok("text/plain", "hi");
-        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
         let mut out = BytesMut::new();
-        response.write(&mut out, date, Persistence::Close, false);
-        response.write(&mut out, date, Persistence::KeepAliveHttp10, true);
+        response.write(&mut ResponseOut::new(
+            &mut out,
+            DATE,
+            Persistence::Close,
+            false,
+        ));
+        let http10 = Persistence::KeepAliveHttp10;
+        response.write(&mut ResponseOut::new(&mut out, DATE, http10, true));
         let expected = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: text/plain\r\n\
             Content-Length: 2\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\nhi\
             HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\nContent-Type: text/plain\r\n\
@@ -161,12 +159,12 @@ mod tests {
     fn not_modified_has_neither_body_nor_length() {
         let response = CannedResponse::not_modified(&[("ETag", "\"1\"")]);
         let mut out = BytesMut::new();
-        response.write(
+        response.write(&mut ResponseOut::new(
             &mut out,
-            b"Sun, 06 Nov 1994 08:49:37 GMT",
+            DATE,
             Persistence::KeepAlive,
             false,
-        );
+        ));
         let expected =
             "HTTP/1.1 304 Not Modified\r\nServer: uppercut-mio-server\r\nETag: \"1\"\r\n\
             Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n";

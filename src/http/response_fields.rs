@@ -7,8 +7,7 @@ use std::fmt;
 
 use bytes::BytesMut;
 
-use crate::http::date::DATE_LEN;
-use crate::http::head::{end_head, put_decimal, reason_phrase, Persistence, SERVER_NAME};
+use crate::http::head::{reason_phrase, ResponseOut, SERVER_NAME};
 
 /// Header fields the server writes itself: the framing of the body (two
 /// `Content-Length`s, or one beside `Transfer-Encoding`, make a response
@@ -102,44 +101,41 @@ pub(crate) fn put_header(headers: &mut BytesMut, name: &str, value: &str) {
 }
 
 /// Appends a response built per request: the status line, `Server`, the
-/// content type if given, the checked `headers` (each line ending CRLF), `Content-Length`, `Date`,
-/// `Connection` as `persistence` needs, and the body unless `head_only`.
-/// A 204 or 304 has neither length nor body (RFC 9110 §8.6, §15.4.5).
-#[allow(clippy::too_many_arguments)]
+/// content type if given, the checked `headers` (each line ending CRLF),
+/// `Content-Length`, `Date`, `Connection` as `to` asks, and the body unless
+/// it answers a HEAD request. A 204 or 304 has neither length nor body
+/// (RFC 9110 §8.6, §15.4.5).
 pub(crate) fn write_response(
-    out: &mut BytesMut,
+    to: &mut ResponseOut<'_>,
     status: u16,
     content_type: Option<&str>,
     headers: &[u8],
     body: &[u8],
-    date: &[u8; DATE_LEN],
-    persistence: Persistence,
-    head_only: bool,
 ) {
-    out.extend_from_slice(b"HTTP/1.1 ");
-    put_decimal(out, usize::from(status));
-    out.extend_from_slice(b" ");
-    out.extend_from_slice(reason_phrase(status).as_bytes());
-    out.extend_from_slice(b"\r\nServer: ");
-    out.extend_from_slice(SERVER_NAME.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    to.put(b"HTTP/1.1 ");
+    to.put_decimal(usize::from(status));
+    to.put(b" ");
+    to.put(reason_phrase(status).as_bytes());
+    to.put(b"\r\nServer: ");
+    to.put(SERVER_NAME.as_bytes());
+    to.put(b"\r\n");
     if let Some(content_type) = content_type {
-        out.extend_from_slice(b"Content-Type: ");
-        out.extend_from_slice(content_type.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        to.put(b"Content-Type: ");
+        to.put(content_type.as_bytes());
+        to.put(b"\r\n");
     }
-    out.extend_from_slice(headers);
+    to.put(headers);
     let bodiless = matches!(status, 204 | 304);
     if bodiless {
         // `end_head` starts with the CRLF that ends a header line.
-        out.truncate(out.len() - 2);
+        to.out.truncate(to.out.len() - 2);
     } else {
-        out.extend_from_slice(b"Content-Length: ");
-        put_decimal(out, body.len());
+        to.put(b"Content-Length: ");
+        to.put_decimal(body.len());
     }
-    end_head(out, date, persistence);
-    if !head_only && !bodiless {
-        out.extend_from_slice(body);
+    to.end_head();
+    if !bodiless {
+        to.body(body);
     }
 }
 
@@ -150,6 +146,8 @@ fn is_tchar(b: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::date::DATE_LEN;
+    use crate::http::head::Persistence;
 
     const DATE: &[u8; DATE_LEN] = b"Sun, 06 Nov 1994 08:49:37 GMT";
 
@@ -193,36 +191,12 @@ mod tests {
         put_header(&mut headers, "X-Id", "7");
         let mut out = BytesMut::new();
         let text = Some("text/plain");
-        write_response(
-            &mut out,
-            201,
-            text,
-            &headers,
-            b"hi",
-            DATE,
-            Persistence::Close,
-            false,
-        );
-        write_response(
-            &mut out,
-            204,
-            None,
-            b"",
-            b"",
-            DATE,
-            Persistence::KeepAlive,
-            false,
-        );
-        write_response(
-            &mut out,
-            299,
-            None,
-            b"",
-            b"x",
-            DATE,
-            Persistence::KeepAlive,
-            true,
-        );
+        let mut to = ResponseOut::new(&mut out, DATE, Persistence::Close, false);
+        write_response(&mut to, 201, text, &headers, b"hi");
+        to.persistence = Persistence::KeepAlive;
+        write_response(&mut to, 204, None, b"", b"");
+        to.head_only = true;
+        write_response(&mut to, 299, None, b"", b"x");
         let expected = "HTTP/1.1 201 Created\r\nServer: uppercut-mio-server\r\n\
             Content-Type: text/plain\r\nX-Id: 7\r\nContent-Length: 2\r\n\
             Date: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\nhi\

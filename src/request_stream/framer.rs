@@ -8,6 +8,7 @@ use bytes::BytesMut;
 
 use crate::http::chunked::{ChunkedDecoder, Skipped};
 use crate::http::date::DATE_LEN;
+use crate::http::head::ResponseOut;
 use crate::http::request::{parse_head, BodyFraming, Method, ParsedHead, RequestHead};
 use crate::http::response::{status_and_body_len, Persistence, CONTINUE};
 use crate::http::status::ErrorStatus;
@@ -234,7 +235,10 @@ impl Framer {
             }
         }
         match head.body {
-            BodyFraming::Empty => self.respond_to(answer, head, raw_head, b"", routes, date, out),
+            BodyFraming::Empty => {
+                let to = self.response_out(answer, out, date);
+                self.respond_to(answer, head, raw_head, b"", routes, to)
+            }
             BodyFraming::Length(left) => {
                 self.collect_head(answer, raw_head);
                 self.state = State::Body { left, answer };
@@ -273,7 +277,8 @@ impl Framer {
         match parse_head(&collected, routes.max_body) {
             ParsedHead::Complete(head, head_len) => {
                 let (raw_head, body) = collected.split_at(head_len);
-                self.respond_to(answer, &head, raw_head, body, routes, date, out);
+                let to = self.response_out(answer, out, date);
+                self.respond_to(answer, &head, raw_head, body, routes, to);
             }
             // It parsed before it was kept.
             _ => self.respond(Answer::fatal(ErrorStatus::BadRequest), routes, date, out),
@@ -288,21 +293,12 @@ impl Framer {
         date: &[u8; DATE_LEN],
         out: &mut BytesMut,
     ) {
-        self.write(answer, routes, date, out, |routes, out, answer| {
-            routes.write(
-                answer.route,
-                &[],
-                out,
-                date,
-                answer.persistence,
-                answer.head_only,
-            )
-        });
+        let mut to = self.response_out(answer, out, date);
+        self.write(&mut to, |to| routes.write(answer.route, &[], to));
     }
 
     /// Responds to the request `head`, whose bytes are `raw_head`, with its
-    /// `body` (empty unless the answer reads it).
-    #[allow(clippy::too_many_arguments)]
+    /// `body` (empty unless the answer reads it), into `to`.
     fn respond_to(
         &mut self,
         answer: Answer,
@@ -310,8 +306,7 @@ impl Framer {
         raw_head: &[u8],
         body: &[u8],
         routes: &Routes,
-        date: &[u8; DATE_LEN],
-        out: &mut BytesMut,
+        mut to: ResponseOut<'_>,
     ) {
         match answer.route {
             Ok(Reply::Actor(actor)) => {
@@ -323,35 +318,33 @@ impl Framer {
             }
             Ok(Reply::Handler(handler)) => {
                 let request = Request::new(head.method, head.path, head.query, raw_head, body);
-                self.write(answer, routes, date, out, |routes, out, answer| {
-                    let (persistence, head_only) = (answer.persistence, answer.head_only);
-                    routes.write_handler(handler, &request, out, date, persistence, head_only);
+                self.write(&mut to, |to| {
+                    routes.write_handler(handler, &request, to);
                 });
             }
-            _ => self.write(answer, routes, date, out, |routes, out, answer| {
-                let (persistence, head_only) = (answer.persistence, answer.head_only);
-                routes.write(answer.route, raw_head, out, date, persistence, head_only)
-            }),
+            _ => self.write(&mut to, |to| routes.write(answer.route, raw_head, to)),
         }
     }
 
-    /// Writes one response with `write`, logs and counts it, and moves on.
-    fn write(
-        &mut self,
+    /// Where `answer`'s response goes: `out`, with the `Connection` header
+    /// it decided unless the server has begun draining since.
+    fn response_out<'a>(
+        &self,
         answer: Answer,
-        routes: &Routes,
-        date: &[u8; DATE_LEN],
-        out: &mut BytesMut,
-        write: impl FnOnce(&Routes, &mut BytesMut, Answer),
-    ) {
-        let answer = Answer {
-            persistence: self.persistence(answer.persistence),
-            ..answer
-        };
-        let start = out.len();
-        write(routes, out, answer);
-        self.written(&out[start..], date);
-        self.finish(answer.persistence);
+        out: &'a mut BytesMut,
+        date: &'a [u8; DATE_LEN],
+    ) -> ResponseOut<'a> {
+        let persistence = self.persistence(answer.persistence);
+        ResponseOut::new(out, date, persistence, answer.head_only)
+    }
+
+    /// Writes one response into `to` with `write`, logs and counts it, and
+    /// moves on.
+    fn write(&mut self, to: &mut ResponseOut<'_>, write: impl FnOnce(&mut ResponseOut<'_>)) {
+        let start = to.out.len();
+        write(to);
+        self.written(&to.out[start..], to.date);
+        self.finish(to.persistence);
     }
 
     /// What a response decided before the server began draining says now.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use bytes::{Buf, BytesMut};
 
 use crate::http::date::DATE_LEN;
+use crate::http::head::ResponseOut;
 use crate::http::response_fields::write_response;
 use crate::http::status::ErrorStatus;
 use crate::observe::access_line::AccessRecorder;
@@ -139,33 +140,17 @@ impl RequestStream {
         };
         let persistence = self.framer.persistence(persistence);
         let start = out.len();
+        let mut to = ResponseOut::new(out, date, persistence, head_only);
         match end {
             CallEnd::Outcome(Outcome::Answered(r)) => {
-                let content_type = r.content_type;
-                let (headers, body) = (&r.headers, &r.body);
-                write_response(
-                    out,
-                    r.status,
-                    content_type,
-                    headers,
-                    body,
-                    date,
-                    persistence,
-                    head_only,
-                )
+                write_response(&mut to, r.status, r.content_type, &r.headers, &r.body)
             }
-            CallEnd::Outcome(Outcome::Gone) => routes.response(Err(ErrorStatus::BadGateway)).write(
-                out,
-                date,
-                persistence,
-                head_only,
-            ),
-            CallEnd::TimedOut => routes.response(Err(ErrorStatus::GatewayTimeout)).write(
-                out,
-                date,
-                persistence,
-                head_only,
-            ),
+            CallEnd::Outcome(Outcome::Gone) => {
+                routes.response(Err(ErrorStatus::BadGateway)).write(&mut to)
+            }
+            CallEnd::TimedOut => routes
+                .response(Err(ErrorStatus::GatewayTimeout))
+                .write(&mut to),
         }
         self.framer.written(&out[start..], date);
         self.framer.finish(persistence);

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::http::date::DATE_LEN;
-use crate::http::response::Persistence;
+use crate::http::head::ResponseOut;
 use crate::http::response_fields::{
     check_header, check_status, put_header, write_response, ResponseError,
 };
@@ -75,14 +74,7 @@ impl fmt::Debug for Response<'_> {
 
 /// Runs `handler` on `request` and appends its response to `out`; returns
 /// the status.
-pub(crate) fn respond(
-    handler: &Handler,
-    request: &Request<'_>,
-    out: &mut BytesMut,
-    date: &[u8; DATE_LEN],
-    persistence: Persistence,
-    head_only: bool,
-) -> u16 {
+pub(crate) fn respond(handler: &Handler, request: &Request<'_>, to: &mut ResponseOut<'_>) -> u16 {
     SCRATCH.with(|scratch| {
         let (headers, body) = &mut *scratch.borrow_mut();
         // Whatever a handler that panicked left here is not this one's.
@@ -95,16 +87,7 @@ pub(crate) fn respond(
         };
         handler(request, &mut response);
         let status = response.status;
-        write_response(
-            out,
-            status,
-            None,
-            headers,
-            body,
-            date,
-            persistence,
-            head_only,
-        );
+        write_response(to, status, None, headers, body);
         status
     })
 }

@@ -11,6 +11,11 @@
 //! `..` with nothing left to remove would climb above the root, which no
 //! path can do: the request is malformed ([`AboveRoot`], a 400, as nginx
 //! answers), where RFC 3986 would quietly drop it.
+//!
+//! Decoded here rather than by percent-encoding's `percent_decode`, which
+//! passes a malformed escape through as it is, so the rules below would need
+//! a pass of their own first, and costs more instructions per path
+//! (docs/performance.md).
 
 /// Decodes `path` into `buf` and returns the decoded bytes, or `None` when
 /// the path cannot name any route:

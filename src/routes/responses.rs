@@ -1,10 +1,10 @@
 //! Writing what the route table answers: canned responses, static files,
 //! and handler responses, each into the connection's output.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::http::date::DATE_LEN;
-use crate::http::response::{CannedResponse, Persistence};
+use crate::http::head::ResponseOut;
+use crate::http::response::CannedResponse;
 use crate::http::status::ErrorStatus;
 use crate::routes::handler;
 use crate::routes::request::Request;
@@ -47,33 +47,20 @@ impl Routes {
     /// Appends the response `answer` names; `raw_head` is the head of the
     /// request it answers, or empty once that is gone (a request whose body
     /// came after it), which only drops a redirect's query.
-    pub(crate) fn write(
-        &self,
-        answer: RouteAnswer,
-        raw_head: &[u8],
-        out: &mut BytesMut,
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
-    ) {
+    pub(crate) fn write(&self, answer: RouteAnswer, raw_head: &[u8], to: &mut ResponseOut<'_>) {
         if let Ok(Reply::Static(reply)) = answer {
             let written = self
                 .static_site
                 .as_ref()
-                .is_some_and(|site| site.write(reply, raw_head, out, date, persistence, head_only));
+                .is_some_and(|site| site.write(reply, raw_head, to));
             if !written {
                 // Reloaded while this request's body arrived: try again.
-                self.response(Err(ErrorStatus::ServiceUnavailable)).write(
-                    out,
-                    date,
-                    persistence,
-                    head_only,
-                );
+                self.response(Err(ErrorStatus::ServiceUnavailable))
+                    .write(to);
             }
             return;
         }
-        self.response(answer)
-            .write(out, date, persistence, head_only);
+        self.response(answer).write(to);
     }
 
     /// Runs handler `index` on `request` and appends its response; returns
@@ -82,13 +69,9 @@ impl Routes {
         &self,
         index: usize,
         request: &Request<'_>,
-        out: &mut BytesMut,
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
+        to: &mut ResponseOut<'_>,
     ) -> u16 {
-        let handler = self.handler_at(index);
-        handler::respond(handler, request, out, date, persistence, head_only)
+        handler::respond(self.handler_at(index), request, to)
     }
 
     /// The canned response `answer` names; for a handler, actor or static

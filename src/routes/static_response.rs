@@ -3,10 +3,9 @@
 //! and keeps the query. Everything but the per-request values is built once
 //! per load; the head is finished the way the upstream's responses are.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::http::date::DATE_LEN;
-use crate::http::head::{end_head, put_decimal, Persistence, SERVER_NAME};
+use crate::http::head::{ResponseOut, SERVER_NAME};
 
 /// A 206 for one byte range of a file: everything up to the `Content-Range`
 /// value is built once; the range and its length are written per request,
@@ -34,30 +33,24 @@ impl PartialResponse {
 
     /// Appends the response carrying `content[first..=last]`; the caller has
     /// checked that `first <= last < content.len()`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write(
         &self,
-        out: &mut BytesMut,
+        to: &mut ResponseOut<'_>,
         content: &[u8],
         first: usize,
         last: usize,
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
     ) {
         let part = &content[first..=last];
-        out.extend_from_slice(&self.head);
-        put_decimal(out, first);
-        out.extend_from_slice(b"-");
-        put_decimal(out, last);
-        out.extend_from_slice(b"/");
-        put_decimal(out, content.len());
-        out.extend_from_slice(b"\r\nContent-Length: ");
-        put_decimal(out, part.len());
-        end_head(out, date, persistence);
-        if !head_only {
-            out.extend_from_slice(part);
-        }
+        to.put(&self.head);
+        to.put_decimal(first);
+        to.put(b"-");
+        to.put_decimal(last);
+        to.put(b"/");
+        to.put_decimal(content.len());
+        to.put(b"\r\nContent-Length: ");
+        to.put_decimal(part.len());
+        to.end_head();
+        to.body(part);
     }
 }
 
@@ -95,49 +88,37 @@ impl RedirectResponse {
     /// Appends the redirect, its `Location` followed by `?query` when the
     /// query is not empty. The query comes from a request head that httparse
     /// accepted, so it holds no control character that could end the header.
-    pub(crate) fn write(
-        &self,
-        out: &mut BytesMut,
-        query: &[u8],
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
-    ) {
-        out.extend_from_slice(&self.head);
+    pub(crate) fn write(&self, to: &mut ResponseOut<'_>, query: &[u8]) {
+        to.put(&self.head);
         if !query.is_empty() {
-            out.extend_from_slice(b"?");
-            out.extend_from_slice(query);
+            to.put(b"?");
+            to.put(query);
         }
-        out.extend_from_slice(b"\r\nContent-Length: ");
-        put_decimal(out, MOVED_BODY.len());
-        end_head(out, date, persistence);
-        if !head_only {
-            out.extend_from_slice(MOVED_BODY);
-        }
+        to.put(b"\r\nContent-Length: ");
+        to.put_decimal(MOVED_BODY.len());
+        to.end_head();
+        to.body(MOVED_BODY);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::head::Persistence;
+    use bytes::BytesMut;
 
     #[test]
     fn writes_a_range_and_a_redirect() {
         let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
         let mut out = BytesMut::new();
+        let mut to = ResponseOut::new(&mut out, date, Persistence::KeepAlive, false);
         let partial = PartialResponse::new(&[("Accept-Ranges", "bytes")]);
-        partial.write(
-            &mut out,
-            b"0123456789",
-            2,
-            4,
-            date,
-            Persistence::KeepAlive,
-            false,
-        );
+        partial.write(&mut to, b"0123456789", 2, 4);
         let redirect = RedirectResponse::new("/a b%/é/".as_bytes());
-        redirect.write(&mut out, b"x=1", date, Persistence::Close, false);
-        redirect.write(&mut out, b"", date, Persistence::KeepAlive, true);
+        to.persistence = Persistence::Close;
+        redirect.write(&mut to, b"x=1");
+        (to.persistence, to.head_only) = (Persistence::KeepAlive, true);
+        redirect.write(&mut to, b"");
         let expected = "HTTP/1.1 206 Partial Content\r\nServer: uppercut-mio-server\r\n\
             Accept-Ranges: bytes\r\nContent-Range: bytes 2-4/10\r\nContent-Length: 3\r\n\
             Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n234\

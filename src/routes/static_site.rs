@@ -18,11 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::BytesMut;
-
-use crate::http::date::DATE_LEN;
+use crate::http::head::ResponseOut;
 use crate::http::request::RequestHead;
-use crate::http::response::Persistence;
 use crate::http::status::ErrorStatus;
 use crate::routes::static_files::{self, StaticFilesError, StaticLimits};
 use crate::routes::static_table::{StaticReply, StaticTable};
@@ -137,13 +134,10 @@ impl StaticSite {
         &self,
         reply: StaticReply,
         raw_head: &[u8],
-        out: &mut BytesMut,
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
+        to: &mut ResponseOut<'_>,
     ) -> bool {
         self.with_table(reply.generation, true, |table| {
-            table.write(reply, raw_head, out, date, persistence, head_only)
+            table.write(reply, raw_head, to)
         })
         .is_some()
     }

@@ -16,11 +16,12 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::http::date::{format_imf_fixdate, unix_seconds, DATE_LEN};
+use crate::http::date::{format_imf_fixdate, unix_seconds};
+use crate::http::head::ResponseOut;
 use crate::http::request::{Method, RequestHead, MAX_HEAD_LEN};
-use crate::http::response::{CannedResponse, Persistence};
+use crate::http::response::CannedResponse;
 use crate::http::status::ErrorStatus;
 use crate::routes::conditional::{
     if_range_matches, not_modified_since, parse_range, scan_headers, target_query, RangeRequest,
@@ -163,18 +164,10 @@ impl StaticTable {
     }
 
     /// Writes the response `reply` chose; `reply` comes from this table.
-    pub(crate) fn write(
-        &self,
-        reply: StaticReply,
-        raw_head: &[u8],
-        out: &mut BytesMut,
-        date: &[u8; DATE_LEN],
-        persistence: Persistence,
-        head_only: bool,
-    ) {
+    pub(crate) fn write(&self, reply: StaticReply, raw_head: &[u8], to: &mut ResponseOut<'_>) {
         if reply.kind == StaticKind::Redirect {
             let redirect = &self.directories[reply.target];
-            return redirect.write(out, target_query(raw_head), date, persistence, head_only);
+            return redirect.write(to, target_query(raw_head));
         }
         let file = &self.files[reply.target];
         let canned = match (reply.kind, &file.gzip) {
@@ -187,13 +180,10 @@ impl StaticTable {
             }
             (StaticKind::Unsatisfiable, _) => &file.unsatisfiable,
             (StaticKind::Part { first, last }, _) => {
-                let content = &file.content;
-                return file
-                    .partial
-                    .write(out, content, first, last, date, persistence, head_only);
+                return file.partial.write(to, &file.content, first, last);
             }
         };
-        canned.write(out, date, persistence, head_only);
+        canned.write(to);
     }
 }
 

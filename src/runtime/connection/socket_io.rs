@@ -10,6 +10,7 @@ use mio::Interest;
 use uppercut::api::AnySender;
 
 use super::{Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
+use crate::http::head::ResponseOut;
 use crate::http::response_fields::write_response;
 use crate::net::transport::Received;
 use crate::runtime::lifecycle::Phase;
@@ -158,17 +159,9 @@ impl Connection {
             let body = b"400 Bad Request: a plain HTTP request was sent to an HTTPS port\n";
             let date = self.shared.date();
             let fields = b"Content-Type: text/plain; charset=utf-8\r\n";
-            let persistence = crate::http::response::Persistence::Close;
-            write_response(
-                &mut scratch.output,
-                400,
-                None,
-                fields,
-                body,
-                &date,
-                persistence,
-                false,
-            );
+            let persistence = crate::http::head::Persistence::Close;
+            let mut to = ResponseOut::new(&mut scratch.output, &date, persistence, false);
+            write_response(&mut to, 400, None, fields, body);
             let _ = self.transport.write_unencrypted(&scratch.output);
             scratch.output.clear();
             self.note_wire();
