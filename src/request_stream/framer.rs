@@ -106,6 +106,10 @@ pub(super) struct Framer {
     pub(super) call: Option<Call>,
     /// The server is draining: the next response closes the connection.
     pub(super) closing: bool,
+    /// A request was refused before all of it arrived (its head too long
+    /// or malformed, a body refused or its chunks broken): the client may
+    /// still be sending it.
+    pub(super) cut_short: bool,
 }
 
 impl Default for Framer {
@@ -118,6 +122,7 @@ impl Default for Framer {
             collected: BytesMut::new(),
             call: None,
             closing: false,
+            cut_short: false,
         }
     }
 }
@@ -153,6 +158,7 @@ impl Framer {
                             head_only,
                             ..Answer::fatal(status)
                         };
+                        self.cut_short = true;
                         self.respond(answer, routes, date, out)
                     }
                     ParsedHead::Complete(head, len) => {
@@ -193,6 +199,7 @@ impl Framer {
                                 head_only: answer.head_only,
                                 ..Answer::fatal(status)
                             };
+                            self.cut_short = true;
                             self.respond(answer, routes, date, out)
                         }
                     }
@@ -227,6 +234,7 @@ impl Framer {
                     persistence: Persistence::Close,
                     ..answer
                 };
+                self.cut_short = true;
                 return self.respond(answer, routes, date, out);
             }
             out.extend_from_slice(CONTINUE);

@@ -71,6 +71,12 @@ impl RequestStream {
         }
     }
 
+    /// The stream closed on a request refused before all of it arrived:
+    /// the client may still be sending it.
+    pub(crate) fn was_cut_short(&self) -> bool {
+        self.framer.cut_short
+    }
+
     /// Waiting for a request head (part of one may be kept).
     pub(crate) fn is_awaiting_head(&self) -> bool {
         self.framer.state == State::Head

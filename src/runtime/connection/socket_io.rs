@@ -4,6 +4,7 @@
 //! `connection`.
 
 use std::io::{self, ErrorKind};
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use mio::Interest;
@@ -218,7 +219,10 @@ impl Connection {
             self.discard_unread(scratch);
             return false;
         }
-        if self.discard_unread(scratch) != Unread::Sending {
+        // Linger when input is waiting, or may be coming: a refused body's
+        // next part can be a moment behind its head.
+        let unread = self.discard_unread(scratch);
+        if unread == Unread::Ended || (unread == Unread::Quiet && !self.stream.was_cut_short()) {
             return false;
         }
         let shut = self.transport.shutdown_write();
@@ -239,14 +243,24 @@ impl Connection {
         if self.shared.phase() == Phase::Stopping {
             return Flow::Close;
         }
-        match self.discard_unread(scratch) {
-            Unread::Ended => Flow::Close,
-            // Up to the cap per wake, so a fast sender cannot hold the
-            // poller: what comes next raises a new edge.
-            Unread::Quiet | Unread::Sending => Flow::Open,
+        // To the end of what is waiting: readiness is edge-triggered, so
+        // input left unread raises no new edge once the client's window is
+        // full, and both sides would wait out `LINGER`. A client that keeps
+        // the poller reading past `LINGER_WAKE_BUDGET` in one wake is closed.
+        let began = Instant::now();
+        loop {
+            match self.discard_unread(scratch) {
+                Unread::Ended => return Flow::Close,
+                Unread::Quiet => return Flow::Open,
+                Unread::Sending if began.elapsed() > LINGER_WAKE_BUDGET => return Flow::Close,
+                Unread::Sending => {}
+            }
         }
     }
 }
+
+/// The longest one wake may spend dropping a lingering client's input.
+const LINGER_WAKE_BUDGET: Duration = Duration::from_millis(10);
 
 /// What reading and dropping the client's input found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
