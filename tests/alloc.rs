@@ -4,12 +4,20 @@
 //! The requests include a static file by a percent-encoded path, and
 //! conditional ones, answered 304 and 200. Counting for `--metrics` must not
 //! allocate either.
+//!
+//! An actor route run on the connection's own poller allocates at most twice
+//! per request: the request's bytes (the head and body an `ActorRequest`
+//! owns, as a message must own what it carries) and the box uppercut's
+//! `Envelope` puts every message in. Its actors answer with a response built
+//! once and cloned, which shares its bytes.
 
 mod common;
 
 use std::path::Path;
 
 use common::{config, start_with};
+use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
+use uppercut_mio_server::{ActorRequest, ActorResponse, Method};
 use uppercut_mio_server::{Config, Dispatch, Routes, StaticLimits};
 
 #[global_allocator]
@@ -39,6 +47,37 @@ fn allocations_during_requests(dispatch: Dispatch, metrics: bool) -> (usize, usi
     common::alloc::during_round_trips(server.local_addr(), PIPELINED, &STATUSES, REQUESTS)
 }
 
+/// Answers with a clone of one response.
+struct Hello(ActorResponse);
+
+impl AnyActor for Hello {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            request.respond(self.0.clone());
+        }
+    }
+}
+
+fn hello() -> Hello {
+    let response = ActorResponse::new(200)
+        .and_then(|response| response.with_header("Content-Type", "text/plain"))
+        .expect("a valid response");
+    Hello(response.with_body("Hello, World!"))
+}
+
+/// Allocations during `REQUESTS` round trips to the actor route at `path`
+/// (one shared actor, or an actor per poller), and the allowance.
+fn allocations_during_actor_calls(path: &str) -> (usize, usize) {
+    let routes = Routes::new()
+        .actor(&[Method::Get], "/shared", "shared")
+        .spawn("shared", hello())
+        .actor(&[Method::Get], "/per-poller", "per-poller")
+        .spawn_per_poller("per-poller", |_| hello());
+    let server = start_with(&config(Dispatch::Local), routes);
+    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n");
+    common::alloc::during_round_trips(server.local_addr(), request.as_bytes(), &["200"], REQUESTS)
+}
+
 #[test]
 fn local_dispatch_allocates_nothing_per_request() {
     let (local, allowed) = allocations_during_requests(Dispatch::Local, false);
@@ -52,5 +91,13 @@ fn local_dispatch_allocates_nothing_per_request() {
         counted < counted_allowed,
         "local dispatch with --metrics allocated {counted} times in {REQUESTS} round trips"
     );
+    for path in ["/shared", "/per-poller"] {
+        let (counted, allowed) = allocations_during_actor_calls(path);
+        println!("actor route {path}: {counted} allocations in {REQUESTS} round trips");
+        assert!(
+            counted <= 2 * REQUESTS + allowed,
+            "actor route {path}: {counted} allocations in {REQUESTS} round trips"
+        );
+    }
     common::alloc::assert_counter_sees_server_threads(Dispatch::Local);
 }
