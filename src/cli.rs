@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::config::AccessLogTarget;
 use crate::config::{Config, Dispatch, TlsFiles, UpstreamConfig};
+use crate::http::response_fields::AddedFields;
 
 /// What `--help` prints.
 pub const USAGE: &str = "\
@@ -24,7 +25,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                                              [--static-dotfiles]]
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
-                           [--tls-cert PATH --tls-key PATH]
+                           [--tls-cert PATH --tls-key PATH] [--header 'NAME: VALUE']...
                            [--access-log PATH|-] [--metrics ADDR:PORT] [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
@@ -66,6 +67,9 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                             in PATH (PEM, the server's certificate first)
   --tls-key PATH            the private key for --tls-cert (PEM: PKCS#8, PKCS#1 or
                             SEC1); SIGHUP reloads both
+  --header 'NAME: VALUE'    add this header field to every response (canned, static,
+                            handler, actor and error alike); repeat for more, e.g.
+                            --header 'Strict-Transport-Security: max-age=63072000'
   --access-log PATH|-       append a line per request to PATH (- for stdout), in
                             the combined log format (default: no access log)
   --metrics ADDR:PORT       serve GET /metrics (Prometheus text format: per-poller
@@ -133,6 +137,19 @@ pub enum Command {
 /// The line `--version` prints.
 pub fn version_line() -> String {
     format!("uppercut-mio-server {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// `NAME: VALUE`, checked as the server will check it at start.
+fn header_field(flag: &str, text: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = text.split_once(':') else {
+        return Err(format!("{flag}: not NAME: VALUE: {text}"));
+    };
+    let field = (
+        name.to_string(),
+        value.trim_matches([' ', '\t']).to_string(),
+    );
+    AddedFields::new(std::slice::from_ref(&field)).map_err(|e| format!("{flag}: {e}"))?;
+    Ok(field)
 }
 
 /// Parses the arguments after the program name; `Err` says, in one line,
@@ -203,6 +220,7 @@ where
             "--metrics" => config.metrics = Some(socket_addr(&flag, &value()?)?),
             "--tls-cert" => tls_cert = Some(path(&flag, os_value()?)?),
             "--tls-key" => tls_key = Some(path(&flag, os_value()?)?),
+            "--header" => config.headers.push(header_field(&flag, &value()?)?),
             "--upstream" => upstream_url = Some(value()?),
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
             "--upstream-timeout" => upstream_timeout = Some(timeout(&flag, &value()?)?),

@@ -161,6 +161,15 @@ pub struct Config {
     pub max_body: u64,
     /// Serve HTTPS with this certificate and key; without it, plain HTTP.
     pub tls: Option<TlsFiles>,
+    /// Header fields every response carries, as name and value
+    /// (`--header`): `Strict-Transport-Security`, `X-Content-Type-Options`
+    /// and the like. They follow `Date` in every response head, canned,
+    /// static, handler, actor and error alike (not in `/metrics`, which is
+    /// for the operator). [`Server::start`](crate::Server::start) refuses
+    /// a malformed field and the ones the server writes itself
+    /// (`Content-Length`, `Transfer-Encoding`, `Date`, `Server`,
+    /// `Connection`, `Content-Type`).
+    pub headers: Vec<(String, String)>,
 }
 
 /// The certificate chain and private key HTTPS is served with, as PEM files
@@ -192,6 +201,7 @@ impl Default for Config {
             metrics: None,
             max_body: MAX_BODY_LEN,
             tls: None,
+            headers: Vec::new(),
         }
     }
 }

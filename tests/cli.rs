@@ -246,6 +246,25 @@ fn reads_the_upstream_flags() {
 }
 
 #[test]
+fn reads_header_fields_in_order_with_their_values_trimmed() {
+    let config = config(&[
+        "--header",
+        "Strict-Transport-Security:  max-age=63072000 ",
+        "--header=X-Content-Type-Options:nosniff",
+    ]);
+    assert_eq!(
+        config.headers,
+        [
+            (
+                "Strict-Transport-Security".to_string(),
+                "max-age=63072000".to_string()
+            ),
+            ("X-Content-Type-Options".into(), "nosniff".into()),
+        ]
+    );
+}
+
+#[test]
 fn reads_the_access_log_flag() {
     assert_eq!(config(&[]).access_log, None);
     assert_eq!(
@@ -287,6 +306,27 @@ fn refuses_bad_flags_in_one_line_that_says_why() {
             "--static-max-total needs a value".into(),
         ),
         (&["--pollers"], "--pollers needs a value".into()),
+        (
+            &["--header", "X-Frame-Options DENY"],
+            "--header: not NAME: VALUE: X-Frame-Options DENY".into(),
+        ),
+        (
+            &["--header", "Content-Length: 1"],
+            "--header: the server writes the Content-Length header of each response itself".into(),
+        ),
+        (
+            &["--header", "Content-Type: text/html"],
+            "--header: the server writes the Content-Type header of each response itself".into(),
+        ),
+        (
+            &["--header", "X Y: 1"],
+            "--header: \"X Y\" is not a valid header field name".into(),
+        ),
+        (
+            &["--header", "X-Y: a\u{7f}b"],
+            "--header: the value of the X-Y header has a control character (CR, LF, NUL ...)"
+                .into(),
+        ),
         (&["--verbose"], "unknown flag: --verbose".into()),
         (
             &["--header-timeout", "10"],

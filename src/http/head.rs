@@ -3,6 +3,10 @@
 //! the end, decimal lengths, and reason phrases; and [`ResponseOut`], what
 //! every response writer is handed, so the output, the date and what the
 //! exchange decided travel as one value rather than as four arguments.
+//!
+//! Every head ends in [`ResponseOut::put_date_and_end`], so the fields an
+//! operator adds to every response (`--header`) are written there, once,
+//! whatever built the rest of the head.
 
 use bytes::BytesMut;
 
@@ -36,13 +40,17 @@ impl Persistence {
 
 /// Where a response goes and what its exchange decided: the connection's
 /// output, the `Date` value of this batch, the `Connection` header the
-/// response carries, and whether it answers a HEAD request (head only).
+/// response carries, whether it answers a HEAD request (head only), and
+/// the fields every response carries.
 #[derive(Debug)]
 pub(crate) struct ResponseOut<'a> {
     pub(crate) out: &'a mut BytesMut,
     pub(crate) date: &'a [u8; DATE_LEN],
     pub(crate) persistence: Persistence,
     pub(crate) head_only: bool,
+    /// Header lines written after `Date`, each starting with CRLF
+    /// (`AddedFields`).
+    added: &'a [u8],
 }
 
 impl<'a> ResponseOut<'a> {
@@ -57,7 +65,14 @@ impl<'a> ResponseOut<'a> {
             date,
             persistence,
             head_only,
+            added: &[],
         }
+    }
+
+    /// The same, with the checked header lines `added` (each starting with
+    /// CRLF) after `Date`.
+    pub(crate) fn with_added(self, added: &'a [u8]) -> ResponseOut<'a> {
+        ResponseOut { added, ..self }
     }
 
     /// Appends head bytes.
@@ -78,10 +93,11 @@ impl<'a> ResponseOut<'a> {
         self.put_date_and_end();
     }
 
-    /// Ends a head built up to `Date: `: the date, the `Connection` header
-    /// the exchange needs, and the blank line.
+    /// Ends a head built up to `Date: `: the date, the added fields, the
+    /// `Connection` header the exchange needs, and the blank line.
     pub(crate) fn put_date_and_end(&mut self) {
         self.out.extend_from_slice(self.date);
+        self.out.extend_from_slice(self.added);
         self.out.extend_from_slice(self.persistence.head_end());
     }
 

@@ -41,7 +41,7 @@ impl fmt::Display for ResponseError {
         match self {
             ResponseError::ReservedHeader(name) => write!(
                 f,
-                "the server writes the {name} header itself; a route may not set it"
+                "the server writes the {name} header of each response itself"
             ),
             ResponseError::InvalidHeaderName(name) => {
                 write!(f, "{name:?} is not a valid header field name")
@@ -89,6 +89,44 @@ pub(crate) fn check_status(code: u16) -> Result<(), ResponseError> {
     match code {
         200..=599 => Ok(()),
         _ => Err(ResponseError::InvalidStatus(code)),
+    }
+}
+
+/// Header fields every response carries, whatever answers it (`--header`,
+/// [`Config::headers`](crate::Config::headers)): HSTS, `nosniff` and the
+/// like. Checked once at start, as a route's fields are, and kept as the
+/// bytes a head carries after `Date`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AddedFields {
+    /// `\r\nName: value` per field.
+    lines: Box<[u8]>,
+}
+
+impl AddedFields {
+    /// Checks `fields` and keeps them as head bytes. Refuses the fields a
+    /// route may not set, and `Content-Type`, which every response has its
+    /// own of: two would make it ambiguous.
+    pub(crate) fn new(fields: &[(String, String)]) -> Result<AddedFields, ResponseError> {
+        let mut lines = Vec::new();
+        for (name, value) in fields {
+            let value = value.trim_matches([' ', '\t']);
+            check_header(name, value)?;
+            if name.eq_ignore_ascii_case("content-type") {
+                return Err(ResponseError::ReservedHeader(name.clone()));
+            }
+            lines.extend_from_slice(b"\r\n");
+            lines.extend_from_slice(name.as_bytes());
+            lines.extend_from_slice(b": ");
+            lines.extend_from_slice(value.as_bytes());
+        }
+        Ok(AddedFields {
+            lines: lines.into_boxed_slice(),
+        })
+    }
+
+    /// The lines, each starting with CRLF.
+    pub(crate) fn lines(&self) -> &[u8] {
+        &self.lines
     }
 }
 

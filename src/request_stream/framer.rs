@@ -244,7 +244,7 @@ impl Framer {
         }
         match head.body {
             BodyFraming::Empty => {
-                let to = self.response_out(answer, out, date);
+                let to = self.response_out(answer, routes, out, date);
                 self.respond_to(answer, head, raw_head, b"", routes, to)
             }
             BodyFraming::Length(left) => {
@@ -285,7 +285,7 @@ impl Framer {
         match parse_head(&collected, routes.max_body) {
             ParsedHead::Complete(head, head_len) => {
                 let (raw_head, body) = collected.split_at(head_len);
-                let to = self.response_out(answer, out, date);
+                let to = self.response_out(answer, routes, out, date);
                 self.respond_to(answer, &head, raw_head, body, routes, to);
             }
             // It parsed before it was kept.
@@ -301,7 +301,7 @@ impl Framer {
         date: &[u8; DATE_LEN],
         out: &mut BytesMut,
     ) {
-        let mut to = self.response_out(answer, out, date);
+        let mut to = self.response_out(answer, routes, out, date);
         self.write(&mut to, |to| routes.write(answer.route, &[], to));
     }
 
@@ -339,11 +339,12 @@ impl Framer {
     fn response_out<'a>(
         &self,
         answer: Answer,
+        routes: &'a Routes,
         out: &'a mut BytesMut,
         date: &'a [u8; DATE_LEN],
     ) -> ResponseOut<'a> {
         let persistence = self.persistence(answer.persistence);
-        ResponseOut::new(out, date, persistence, answer.head_only)
+        ResponseOut::new(out, date, persistence, answer.head_only).with_added(routes.added.lines())
     }
 
     /// Writes one response into `to` with `write`, logs and counts it, and

@@ -146,7 +146,8 @@ impl RequestStream {
         };
         let persistence = self.framer.persistence(persistence);
         let start = out.len();
-        let mut to = ResponseOut::new(out, date, persistence, head_only);
+        let mut to =
+            ResponseOut::new(out, date, persistence, head_only).with_added(routes.added.lines());
         match end {
             CallEnd::Outcome(Outcome::Answered(r)) => {
                 write_response(&mut to, r.status, r.content_type, &r.headers, &r.body)

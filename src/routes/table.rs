@@ -16,6 +16,7 @@ use uppercut::api::AnyActor;
 use crate::http::method::Method;
 use crate::http::request::{RequestHead, MAX_BODY_LEN, MAX_HEAD_LEN};
 use crate::http::response::CannedResponse;
+use crate::http::response_fields::AddedFields;
 use crate::http::status::not_allowed;
 use crate::http::status::ErrorStatus;
 use crate::http::target::TargetForm;
@@ -121,6 +122,8 @@ pub struct Routes {
     panic_path: Option<Box<[u8]>>,
     /// The most bytes a request body may carry (`Config::max_body`).
     pub(crate) max_body: u64,
+    /// Fields every response carries (`Config::headers`).
+    pub(crate) added: AddedFields,
 }
 
 impl Default for Routes {
@@ -147,6 +150,7 @@ impl Routes {
             #[cfg(feature = "fault-injection")]
             panic_path: None,
             max_body: MAX_BODY_LEN,
+            added: AddedFields::default(),
         }
     }
 
@@ -335,6 +339,12 @@ impl Routes {
     /// Refuses request bodies over `max_body` bytes with 413.
     pub(crate) fn with_max_body(mut self, max_body: u64) -> Routes {
         self.max_body = max_body;
+        self
+    }
+
+    /// Adds `added`'s fields to every response.
+    pub(crate) fn with_added_fields(mut self, added: AddedFields) -> Routes {
+        self.added = added;
         self
     }
 

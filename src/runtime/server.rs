@@ -15,6 +15,7 @@ use uppercut::api::Envelope;
 use crate::actors::house::ActorHouse;
 use crate::actors::port::PollerPort;
 use crate::config::Config;
+use crate::http::response_fields::AddedFields;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
@@ -95,7 +96,17 @@ impl Server {
             Some(upstream) => routes.with_upstream(upstream.timeout),
             None => routes,
         };
-        let routes = Arc::new(routes.with_max_body(config.max_body));
+        let added = AddedFields::new(&config.headers).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a header for every response: {e}"),
+            )
+        })?;
+        let routes = Arc::new(
+            routes
+                .with_max_body(config.max_body)
+                .with_added_fields(added),
+        );
         let access_log = config
             .access_log
             .as_ref()

@@ -161,7 +161,9 @@ impl Connection {
             let date = self.shared.date();
             let fields = b"Content-Type: text/plain; charset=utf-8\r\n";
             let persistence = crate::http::head::Persistence::Close;
-            let mut to = ResponseOut::new(&mut scratch.output, &date, persistence, false);
+            let added = self.shared.routes().added.lines();
+            let mut to =
+                ResponseOut::new(&mut scratch.output, &date, persistence, false).with_added(added);
             write_response(&mut to, 400, None, fields, body);
             let _ = self.transport.write_unencrypted(&scratch.output);
             scratch.output.clear();
