@@ -79,6 +79,8 @@ mod routes;
 mod runtime;
 mod tls;
 mod upstream;
+#[allow(dead_code)] // used by the WebSocket routes, in the next commit
+mod ws;
 
 /// The actor system the server runs on, re-exported so that actors behind
 /// actor routes use the same version.

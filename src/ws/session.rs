@@ -1,0 +1,365 @@
+//! A client's frames, decoded incrementally (RFC 6455 §5): bytes may stop
+//! anywhere (a byte at a time works as well as a whole read), and each
+//! complete message, close or broken rule is handed to the caller as an
+//! [`Event`] that borrows the session's buffer. Pings are answered into
+//! the output as they arrive, between the fragments of a message if need
+//! be.
+//!
+//! The shape, for the connection that drives it:
+//!
+//! ```text
+//! session.feed(read_bytes, &mut output, |event, output| match event {
+//!     Event::Text(text) => actor.on_message(..),   // writes into output
+//!     Event::Binary(bytes) => ..,
+//!     Event::Close { code } => echo the close, then close the socket,
+//!     Event::Fail(code) => send a close with code, then close the socket,
+//! });
+//! ```
+//!
+//! After a `Close` or a `Fail` the session ignores everything. The
+//! assembled message is kept in one buffer reused from message to message
+//! (given back past `KEEP_CAPACITY`), so an echo allocates nothing once
+//! warm.
+
+use bytes::BytesMut;
+
+use crate::ws::frame::{write_frame, Opcode};
+use crate::ws::utf8::Utf8Progress;
+
+/// A message buffer larger than this is given back after its message.
+const KEEP_CAPACITY: usize = 64 * 1024;
+
+/// What the client's bytes amounted to.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Event<'a> {
+    /// A complete text message, valid UTF-8.
+    Text(&'a str),
+    /// A complete binary message.
+    Binary(&'a [u8]),
+    /// The client's close frame, with its code (`None` for a close
+    /// without one); its reason was valid UTF-8.
+    Close { code: Option<u16> },
+    /// The client broke a rule: send a close with this code and end.
+    Fail(u16),
+}
+
+/// Close codes for the rules broken (RFC 6455 §7.4.1).
+const PROTOCOL_ERROR: u16 = 1002;
+const INVALID_DATA: u16 = 1007;
+const TOO_BIG: u16 = 1009;
+
+/// Where in a frame the decoder is.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// Reading a frame head: `have` of its bytes so far.
+    Head { have: usize },
+    /// Reading a payload.
+    Payload(Frame),
+    /// A close came, or a rule was broken: nothing more is read.
+    Ended,
+}
+
+/// A frame's head, once read.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    fin: bool,
+    opcode: u8,
+    mask: [u8; 4],
+    /// Payload bytes still to come.
+    left: u64,
+    /// Payload bytes already read (for the mask's phase).
+    read: u64,
+}
+
+/// The kind of the message being assembled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Binary,
+}
+
+/// One connection's decoder.
+#[derive(Debug)]
+pub(crate) struct Session {
+    max_message: usize,
+    stage: Stage,
+    head: [u8; 14],
+    /// The message so far (fragments joined), unmasked.
+    message: Vec<u8>,
+    /// Its kind while a message is open.
+    kind: Option<Kind>,
+    utf8: Utf8Progress,
+    /// A control frame's payload (at most 125 bytes).
+    control: [u8; 125],
+    control_len: usize,
+}
+
+impl Session {
+    /// A session refusing messages over `max_message` bytes (1009).
+    pub(crate) fn new(max_message: usize) -> Session {
+        Session {
+            max_message,
+            stage: Stage::Head { have: 0 },
+            head: [0; 14],
+            message: Vec::new(),
+            kind: None,
+            utf8: Utf8Progress::default(),
+            control: [0; 125],
+            control_len: 0,
+        }
+    }
+
+    /// Decodes `input`, calling `on_event` for each event with `out`, into
+    /// which pongs are written too.
+    pub(crate) fn feed(
+        &mut self,
+        mut input: &[u8],
+        out: &mut BytesMut,
+        mut on_event: impl FnMut(Event<'_>, &mut BytesMut),
+    ) {
+        while !input.is_empty() {
+            match self.stage {
+                Stage::Ended => return,
+                Stage::Head { have } => {
+                    let need = head_len(&self.head, have);
+                    let take = (need - have).min(input.len());
+                    self.head[have..have + take].copy_from_slice(&input[..take]);
+                    input = &input[take..];
+                    let have = have + take;
+                    self.stage = Stage::Head { have };
+                    if have < 2 {
+                        continue;
+                    }
+                    if let Err(code) = self.check_start() {
+                        return self.fail(code, out, &mut on_event);
+                    }
+                    if have < head_len(&self.head, have) {
+                        continue;
+                    }
+                    match self.begin_payload() {
+                        Ok(frame) if frame.left == 0 => {
+                            self.stage = Stage::Head { have: 0 };
+                            if let Err(code) = self.end_frame(frame, out, &mut on_event) {
+                                return self.fail(code, out, &mut on_event);
+                            }
+                        }
+                        Ok(frame) => self.stage = Stage::Payload(frame),
+                        Err(code) => return self.fail(code, out, &mut on_event),
+                    }
+                }
+                Stage::Payload(mut frame) => {
+                    let take = frame.left.min(input.len() as u64) as usize;
+                    let (chunk, rest) = input.split_at(take);
+                    input = rest;
+                    if let Err(code) = self.take_payload(&mut frame, chunk) {
+                        return self.fail(code, out, &mut on_event);
+                    }
+                    if frame.left > 0 {
+                        self.stage = Stage::Payload(frame);
+                        continue;
+                    }
+                    self.stage = Stage::Head { have: 0 };
+                    if let Err(code) = self.end_frame(frame, out, &mut on_event) {
+                        return self.fail(code, out, &mut on_event);
+                    }
+                }
+            }
+            if matches!(self.stage, Stage::Ended) {
+                return;
+            }
+        }
+    }
+
+    /// The first two head bytes: the rules that need nothing more.
+    fn check_start(&self) -> Result<(), u16> {
+        let [first, second] = [self.head[0], self.head[1]];
+        let fin = first & 0x80 != 0;
+        let opcode = first & 0x0f;
+        // No extension was agreed, so no reserved bit may be set.
+        if first & 0x70 != 0 || second & 0x80 == 0 {
+            return Err(PROTOCOL_ERROR);
+        }
+        match opcode {
+            0x0 if self.kind.is_none() => Err(PROTOCOL_ERROR),
+            0x1 | 0x2 if self.kind.is_some() => Err(PROTOCOL_ERROR),
+            0x0..=0x2 => Ok(()),
+            // Control frames: whole, and small.
+            0x8..=0xa if !fin || second & 0x7f > 125 => Err(PROTOCOL_ERROR),
+            0x8..=0xa => Ok(()),
+            _ => Err(PROTOCOL_ERROR),
+        }
+    }
+
+    /// The head is whole: the frame it starts, or the rule it breaks.
+    fn begin_payload(&mut self) -> Result<Frame, u16> {
+        let head = &self.head;
+        let (len, mask_at) = match head[1] & 0x7f {
+            126 => (u64::from(u16::from_be_bytes([head[2], head[3]])), 4),
+            127 => {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(&head[2..10]);
+                let len = u64::from_be_bytes(bytes);
+                // The most significant bit must be 0 (§5.2).
+                if len >> 63 != 0 {
+                    return Err(PROTOCOL_ERROR);
+                }
+                (len, 10)
+            }
+            len => (u64::from(len), 2),
+        };
+        let mut mask = [0u8; 4];
+        mask.copy_from_slice(&head[mask_at..mask_at + 4]);
+        let frame = Frame {
+            fin: head[0] & 0x80 != 0,
+            opcode: head[0] & 0x0f,
+            mask,
+            left: len,
+            read: 0,
+        };
+        if frame.opcode & 0x8 == 0 {
+            if (self.message.len() as u64).saturating_add(len) > self.max_message as u64 {
+                return Err(TOO_BIG);
+            }
+            if frame.opcode != 0 {
+                self.kind = Some(match frame.opcode {
+                    0x1 => Kind::Text,
+                    _ => Kind::Binary,
+                });
+            }
+            self.message.reserve(len as usize);
+        } else {
+            self.control_len = 0;
+        }
+        Ok(frame)
+    }
+
+    /// Unmasks `chunk` of `frame`'s payload into the message or the
+    /// control buffer; text is checked as it grows.
+    fn take_payload(&mut self, frame: &mut Frame, chunk: &[u8]) -> Result<(), u16> {
+        let phase = (frame.read % 4) as usize;
+        frame.read += chunk.len() as u64;
+        frame.left -= chunk.len() as u64;
+        if frame.opcode & 0x8 != 0 {
+            let start = self.control_len;
+            self.control_len += chunk.len();
+            let control = &mut self.control[start..self.control_len];
+            control.copy_from_slice(chunk);
+            unmask(control, frame.mask, phase);
+            return Ok(());
+        }
+        let start = self.message.len();
+        self.message.extend_from_slice(chunk);
+        unmask(&mut self.message[start..], frame.mask, phase);
+        if self.kind == Some(Kind::Text) && self.utf8.extend(&self.message).is_err() {
+            return Err(INVALID_DATA);
+        }
+        Ok(())
+    }
+
+    /// A whole frame has arrived: a control frame is acted on, a final
+    /// data frame completes its message.
+    fn end_frame(
+        &mut self,
+        frame: Frame,
+        out: &mut BytesMut,
+        on_event: &mut impl FnMut(Event<'_>, &mut BytesMut),
+    ) -> Result<(), u16> {
+        let control = &self.control[..self.control_len];
+        match frame.opcode {
+            0x9 => write_frame(out, Opcode::Pong, control),
+            0xa => {}
+            0x8 => {
+                let code = close_code(control)?;
+                self.stage = Stage::Ended;
+                self.message = Vec::new();
+                on_event(Event::Close { code }, out);
+            }
+            _ if !frame.fin => {}
+            _ => {
+                let kind = self.kind.take();
+                if kind == Some(Kind::Text) {
+                    self.utf8.finish(&self.message).map_err(|_| INVALID_DATA)?;
+                    // Checked as it arrived, and just now whole.
+                    let text = std::str::from_utf8(&self.message).map_err(|_| INVALID_DATA)?;
+                    on_event(Event::Text(text), out);
+                } else {
+                    on_event(Event::Binary(&self.message), out);
+                }
+                self.message.clear();
+                if self.message.capacity() > KEEP_CAPACITY {
+                    self.message = Vec::new();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the session on a broken rule.
+    fn fail(
+        &mut self,
+        code: u16,
+        out: &mut BytesMut,
+        on_event: &mut impl FnMut(Event<'_>, &mut BytesMut),
+    ) {
+        self.stage = Stage::Ended;
+        self.message = Vec::new();
+        on_event(Event::Fail(code), out);
+    }
+}
+
+/// How long a head is, given its first `have` bytes (at least 2 known
+/// once `have` reaches 2).
+fn head_len(head: &[u8], have: usize) -> usize {
+    if have < 2 {
+        return 2;
+    }
+    match head[1] & 0x7f {
+        126 => 2 + 2 + 4,
+        127 => 2 + 8 + 4,
+        _ => 2 + 4,
+    }
+}
+
+/// A close frame's code: none for an empty payload; a payload of one
+/// byte, a code no endpoint may send, or a reason that is not UTF-8 breaks
+/// the rules (§5.5.1, §7.4).
+fn close_code(payload: &[u8]) -> Result<Option<u16>, u16> {
+    match payload {
+        [] => Ok(None),
+        [_] => Err(PROTOCOL_ERROR),
+        [high, low, reason @ ..] => {
+            let code = u16::from_be_bytes([*high, *low]);
+            if !crate::ws::close_code_is_sendable(code)
+                || code == 1012
+                || code == 1013
+                || code == 1014
+            {
+                // 1012-1014 are registered since RFC 6455, but a client
+                // has no cause to send them.
+                return Err(PROTOCOL_ERROR);
+            }
+            std::str::from_utf8(reason).map_err(|_| INVALID_DATA)?;
+            Ok(Some(code))
+        }
+    }
+}
+
+/// XORs `bytes` with `mask`, starting at `phase` into it.
+fn unmask(bytes: &mut [u8], mask: [u8; 4], phase: usize) {
+    let mut rotated = [0u8; 4];
+    for (i, byte) in rotated.iter_mut().enumerate() {
+        *byte = mask[(i + phase) % 4];
+    }
+    let word = u32::from_ne_bytes(rotated);
+    let mut chunks = bytes.chunks_exact_mut(4);
+    for chunk in &mut chunks {
+        let value = u32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) ^ word;
+        chunk.copy_from_slice(&value.to_ne_bytes());
+    }
+    for (i, byte) in chunks.into_remainder().iter_mut().enumerate() {
+        *byte ^= rotated[i];
+    }
+}
+
+#[cfg(test)]
+mod tests;
