@@ -20,7 +20,8 @@ use crate::http::response_fields::AddedFields;
 pub const USAGE: &str = "\
 usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch local|system]
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
-                           [--max-connections N] [--max-body SIZE] [--shutdown-timeout T]
+                           [--max-connections N] [--max-body SIZE] [--ws-max-message SIZE]
+                           [--shutdown-timeout T]
                            [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]
                                              [--static-dotfiles]]
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
@@ -46,6 +47,8 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
   --max-connections N       past N open connections, new ones are closed at once
                             (default 100000)
   --max-body SIZE           a request body over SIZE gets 413 (default 1M)
+  --ws-max-message SIZE     a WebSocket message over SIZE closes its connection
+                            with 1009 (default 16M)
   --shutdown-timeout T      on SIGINT or SIGTERM, finish in-flight requests for at
                             most T, then exit (default 10s; 0 closes them at once)
   --static-dir DIR          also serve every file under DIR, loaded at start and
@@ -188,6 +191,10 @@ where
             "--pollers" => config.pollers = positive(&flag, &value()?)?,
             "--max-connections" => config.max_connections = positive(&flag, &value()?)?,
             "--max-body" => config.max_body = parse_size(&flag, &value()?)?,
+            "--ws-max-message" => {
+                let size = parse_size(&flag, &value()?)?;
+                config.ws_max_message = usize::try_from(size).unwrap_or(usize::MAX);
+            }
             "--header-timeout" => config.timeouts.header = timeout(&flag, &value()?)?,
             "--keepalive-timeout" => config.timeouts.keepalive = timeout(&flag, &value()?)?,
             "--write-timeout" => config.timeouts.write = timeout(&flag, &value()?)?,

@@ -9,6 +9,10 @@ use std::time::Duration;
 use crate::http::framing::MAX_BODY_LEN;
 use crate::routes::static_files::StaticLimits;
 
+/// The WebSocket message limit unless set: room for the largest messages
+/// the Autobahn suite sends (16 MiB).
+pub const WS_MAX_MESSAGE: usize = 16 * 1024 * 1024;
+
 /// How a poller's readiness events reach connection actors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
@@ -159,6 +163,9 @@ pub struct Config {
     /// chunks; a larger one gets 413. Handler and actor routes see bodies
     /// up to this size, held in memory.
     pub max_body: u64,
+    /// The most bytes a WebSocket message may carry, whole or in
+    /// fragments; a larger one closes its connection with 1009.
+    pub ws_max_message: usize,
     /// Serve HTTPS with this certificate and key; without it, plain HTTP.
     pub tls: Option<TlsFiles>,
     /// Header fields every response carries, as name and value
@@ -200,6 +207,7 @@ impl Default for Config {
             pin: false,
             metrics: None,
             max_body: MAX_BODY_LEN,
+            ws_max_message: WS_MAX_MESSAGE,
             tls: None,
             headers: Vec::new(),
         }

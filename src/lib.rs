@@ -79,7 +79,7 @@ mod routes;
 mod runtime;
 mod tls;
 mod upstream;
-#[allow(dead_code)] // used by the WebSocket routes, in the next commit
+mod websocket;
 mod ws;
 
 /// The actor system the server runs on, re-exported so that actors behind
@@ -99,3 +99,4 @@ pub use routes::static_site::{LoadSummary, StaticSite};
 pub use routes::Routes;
 pub use runtime::listeners::raise_open_files_limit;
 pub use runtime::server::Server;
+pub use websocket::{Closed, Message, Outgoing, WebSocket, WsContext, WsHandle};

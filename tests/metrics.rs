@@ -524,6 +524,97 @@ fn upstream_results_each_under_their_own_label(dispatch: Dispatch) {
 
 in_both_modes!(upstream_results_each_under_their_own_label);
 
+/// Echoes each text message.
+struct Echo;
+
+impl uppercut_mio_server::WebSocket for Echo {
+    fn on_message(
+        &mut self,
+        message: uppercut_mio_server::Message<'_>,
+        context: &mut uppercut_mio_server::WsContext<'_>,
+    ) {
+        if let uppercut_mio_server::Message::Text(text) = message {
+            context.send_text(text);
+        }
+    }
+}
+
+/// A masked client frame with a payload under 126 bytes.
+fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![0x80 | opcode, 0x80 | payload.len() as u8, 0, 0, 0, 0];
+    frame.extend_from_slice(payload);
+    frame
+}
+
+fn websockets_by_close_code(dispatch: Dispatch) {
+    let server = start_with(
+        &metrics_config(dispatch, 1),
+        Routes::new().websocket("/ws", |_| Echo),
+    );
+    let upgrade = "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    let open = || {
+        let mut client = Client::connect(server.local_addr());
+        client.send(upgrade.as_bytes());
+        client.response(true);
+        client
+    };
+    let mut closing = open();
+    closing.send(&client_frame(1, b"hi"));
+    assert_eq!(closing.exactly(4), b"\x81\x02hi");
+    closing.send(&client_frame(8, &1000u16.to_be_bytes()));
+    assert_eq!(closing.rest_until_close(), b"\x88\x02\x03\xe8");
+    let breaking = open();
+    // Unmasked: a protocol error, 1002.
+    let mut breaking = breaking;
+    breaking.send(b"\x81\x00");
+    assert_eq!(breaking.rest_until_close(), b"\x88\x02\x03\xea");
+    let cut = open();
+    drop(cut);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sample(
+        &scrape(&server),
+        "uppercut_websocket_closes_total{poller=\"0\",code=\"none\"}",
+    ) == 0
+    {
+        assert!(Instant::now() < deadline, "the cut was counted");
+        thread::yield_now();
+    }
+    let page = scrape(&server);
+    assert_families_announced(&page);
+    assert_samples(
+        &page,
+        &[
+            ("uppercut_websocket_upgrades_total{poller=\"0\"}", 3),
+            ("uppercut_websocket_open{poller=\"0\"}", 0),
+            (
+                "uppercut_websocket_messages_received_total{poller=\"0\"}",
+                1,
+            ),
+            ("uppercut_websocket_messages_sent_total{poller=\"0\"}", 1),
+            (
+                "uppercut_websocket_closes_total{poller=\"0\",code=\"1000\"}",
+                1,
+            ),
+            (
+                "uppercut_websocket_closes_total{poller=\"0\",code=\"1002\"}",
+                1,
+            ),
+            (
+                "uppercut_websocket_closes_total{poller=\"0\",code=\"none\"}",
+                1,
+            ),
+            (
+                "uppercut_websocket_closes_total{poller=\"0\",code=\"other\"}",
+                0,
+            ),
+            ("uppercut_requests_total{poller=\"0\",code=\"101\"}", 3),
+        ],
+    );
+}
+
+in_both_modes!(websockets_by_close_code);
+
 #[test]
 fn the_metrics_listener_answers_404_to_anything_else() {
     for dispatch in [Dispatch::Local, Dispatch::System] {

@@ -97,6 +97,16 @@ impl<'a> RunContext<'a> {
         run_contained(address, actor, envelope, &mut sender, warnings);
     }
 
+    /// Runs `f` with a sender under `me` (an actor the server does not
+    /// keep in a cell: a WebSocket connection's), then whatever the sends
+    /// it made to owned actors on this thread set running.
+    pub(crate) fn run_as<R>(&self, me: &str, f: impl FnOnce(&mut dyn AnySender) -> R) -> R {
+        let mut sender = HostedSender { context: self, me };
+        let result = f(&mut sender);
+        self.run_follow_ups();
+        result
+    }
+
     /// Calls `actor`'s `on_stop`, with its own sender; a panic there is
     /// only logged.
     pub(crate) fn stop_actor(&self, address: &str, actor: &mut Actor) {
@@ -166,6 +176,9 @@ impl AnySender for HostedSender<'_> {
                 }
             },
             Some(Resolved::Blocking(pool)) => pool.submit(envelope),
+            Some(Resolved::WebSocket(handle)) => {
+                handle.mail(envelope);
+            }
             None => context.to_system(Relayed::Send(address.to_string(), envelope)),
         }
     }
@@ -178,8 +191,8 @@ impl AnySender for HostedSender<'_> {
 
     fn delay(&self, address: &str, envelope: Envelope, duration: Duration) {
         let context = self.context;
-        match (context.directory.get(address), context.timer) {
-            (Some(_), Some(timer)) => timer.delay(address, envelope, duration),
+        match (context.directory.reaches(address), context.timer) {
+            (true, Some(timer)) => timer.delay(address, envelope, duration),
             _ => context.to_system(Relayed::Delay(address.to_string(), envelope, duration)),
         }
     }

@@ -2,7 +2,9 @@
 //! reaches it from a thread that must not run it (a blocking thread, the
 //! delay timer, an uppercut worker forwarding, `Server::send`): queued, and
 //! its home poller woken to run it. Also the relay for sends into the
-//! uppercut system from such threads. Read-only once the server started.
+//! uppercut system from such threads. Read-only once the server started,
+//! but for the open WebSocket connections (`ws/` addresses), which come
+//! and go in their own registry.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,6 +15,8 @@ use uppercut::api::Envelope;
 use crate::actors::blocking::BlockingPool;
 use crate::actors::cell::ActorCell;
 use crate::actors::port::{PollerPort, Relayed};
+use crate::websocket::handle::WsHandle;
+use crate::websocket::registry::WsRegistry;
 
 /// An address the server owns.
 pub(crate) enum Dest {
@@ -32,6 +36,8 @@ pub(crate) enum Dest {
 pub(crate) enum Resolved<'a> {
     Cell(&'a Arc<ActorCell>),
     Blocking(&'a Arc<BlockingPool>),
+    /// An open WebSocket connection: the envelope goes to its mail.
+    WebSocket(WsHandle),
 }
 
 /// Every owned address, and every poller's port.
@@ -40,6 +46,7 @@ pub(crate) struct Directory {
     ports: Box<[Arc<PollerPort>]>,
     /// Spreads relayed sends over the pollers.
     next_relay: AtomicUsize,
+    websockets: Arc<WsRegistry>,
 }
 
 impl Directory {
@@ -51,12 +58,16 @@ impl Directory {
             by_address,
             ports: ports.into(),
             next_relay: AtomicUsize::new(0),
+            websockets: Arc::default(),
         }
     }
 
     /// Where `address` is for a sender on `poller`'s thread (or on none).
     pub(crate) fn resolve(&self, address: &str, poller: Option<usize>) -> Option<Resolved<'_>> {
-        Some(match self.by_address.get(address)? {
+        let Some(dest) = self.by_address.get(address) else {
+            return self.websockets.get(address).map(Resolved::WebSocket);
+        };
+        Some(match dest {
             Dest::Shared(cell) => Resolved::Cell(cell),
             Dest::PerPoller { cells, next } => {
                 let index = match poller {
@@ -72,6 +83,17 @@ impl Directory {
     /// What the server owns at `address`.
     pub(crate) fn get(&self, address: &str) -> Option<&Dest> {
         self.by_address.get(address)
+    }
+
+    /// Whether a send to `address` reaches something the server runs: an
+    /// owned actor, or an open WebSocket connection.
+    pub(crate) fn reaches(&self, address: &str) -> bool {
+        self.by_address.contains_key(address) || self.websockets.get(address).is_some()
+    }
+
+    /// The open WebSocket connections.
+    pub(crate) fn websockets(&self) -> &Arc<WsRegistry> {
+        &self.websockets
     }
 
     /// Every owned address and what is there.
@@ -96,6 +118,11 @@ impl Directory {
             }
             Some(Resolved::Blocking(pool)) => {
                 pool.submit(envelope);
+                Ok(())
+            }
+            // Closed: dropped, as uppercut drops a send to a stopped actor.
+            Some(Resolved::WebSocket(handle)) => {
+                handle.mail(envelope);
                 Ok(())
             }
             None => Err(envelope),

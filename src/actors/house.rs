@@ -23,6 +23,7 @@ use crate::actors::timer::Timer;
 use crate::routes::handler::Handler;
 use crate::routes::spawns::{Factory, SpawnKind};
 use crate::routes::table::{ActorRoute, CallTarget, Routes};
+use crate::websocket::registry::WsRegistry;
 
 /// Where an actor route's requests go, for the connections of one poller.
 #[derive(Clone)]
@@ -131,7 +132,9 @@ impl ActorHouse {
             cells,
             paths: Vec::new(),
         };
-        if !routes.spawns().is_empty() {
+        // WebSocket actors delay messages to themselves (an idle timer,
+        // a rate) without owning any other actor.
+        if !routes.spawns().is_empty() || routes.has_websockets() {
             house.timer = Some(Arc::new(Timer::start(Arc::clone(&directory))?));
         }
         let runner: Arc<dyn RunBlocking> = Arc::new(BlockingRunner {
@@ -209,8 +212,14 @@ impl ActorHouse {
             .collect()
     }
 
+    /// The server's open WebSocket connections.
+    pub(crate) fn websockets(&self) -> &Arc<WsRegistry> {
+        self.directory.websockets()
+    }
+
     /// Sends `envelope` to `address` from outside the server: to the actor
-    /// the server owns there, else into the uppercut system.
+    /// the server owns there (or the WebSocket connection), else into the
+    /// uppercut system.
     pub(crate) fn send(&self, address: &str, envelope: Envelope) {
         if let Err(envelope) = self.directory.deliver_foreign(address, envelope) {
             self.directory

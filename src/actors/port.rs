@@ -2,7 +2,8 @@
 //! messages nobody is running (queued from a thread that must not run them,
 //! or left over past a holder's budget), and sends into the uppercut system
 //! from threads that have no uppercut sender (blocking threads, the delay
-//! timer, `Server::send`). Whoever leaves work here wakes the poller if it
+//! timer, `Server::send`), and the keys of WebSocket connections with mail
+//! (`websocket::handle`). Whoever leaves work here wakes the poller if it
 //! is parked; the poller takes everything each round.
 
 use std::mem;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use uppercut::api::{Actor, AnySender, Envelope};
 
 use crate::actors::cell::ActorCell;
+use crate::websocket::handle::MailPoster;
 
 /// A send into the uppercut system, made for a thread without a sender.
 #[derive(Debug)]
@@ -48,6 +50,8 @@ impl Relayed {
 pub(crate) struct PollerPort {
     ready: Mutex<Vec<Arc<ActorCell>>>,
     relay: Mutex<Vec<Relayed>>,
+    /// Connections (by key) whose WebSocket mail waits.
+    mail: Mutex<Vec<usize>>,
     /// Something above is waiting.
     pending: AtomicBool,
     /// An actor run on this poller sent into the uppercut system, where it
@@ -63,6 +67,7 @@ impl PollerPort {
         PollerPort {
             ready: Mutex::default(),
             relay: Mutex::default(),
+            mail: Mutex::default(),
             pending: AtomicBool::new(false),
             lend: AtomicBool::new(false),
             wake,
@@ -92,12 +97,17 @@ impl PollerPort {
         self.pending.load(Ordering::SeqCst)
     }
 
-    /// Swaps what is waiting into `ready` and `relay` (kept by the poller,
-    /// so taking allocates nothing once warm).
-    pub(crate) fn take(&self, ready: &mut Vec<Arc<ActorCell>>, relay: &mut Vec<Relayed>) {
+    /// Swaps what is waiting into `taken` (kept by the poller, so taking
+    /// allocates nothing once warm).
+    pub(crate) fn take(&self, taken: &mut PortWork) {
         if !self.pending.swap(false, Ordering::SeqCst) {
             return;
         }
+        let PortWork { ready, relay, mail } = taken;
+        mem::swap(
+            &mut *self.mail.lock().unwrap_or_else(|e| e.into_inner()),
+            mail,
+        );
         mem::swap(
             &mut *self.ready.lock().unwrap_or_else(|e| e.into_inner()),
             ready,
@@ -123,6 +133,27 @@ impl PollerPort {
         self.pending.store(true, Ordering::SeqCst);
         (self.wake)();
     }
+}
+
+impl MailPoster for PollerPort {
+    fn post_mail(&self, key: usize) {
+        self.mail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(key);
+        self.mark_pending();
+    }
+}
+
+/// What a poller took from its port, in buffers it keeps.
+#[derive(Default)]
+pub(crate) struct PortWork {
+    /// Actors with messages nobody runs.
+    pub(crate) ready: Vec<Arc<ActorCell>>,
+    /// Sends into the uppercut system.
+    pub(crate) relay: Vec<Relayed>,
+    /// Connections with WebSocket mail, by key.
+    pub(crate) mail: Vec<usize>,
 }
 
 impl std::fmt::Debug for PollerPort {

@@ -158,6 +158,7 @@ pub(crate) fn reason_phrase(code: u16) -> &'static str {
         415 => "Unsupported Media Type",
         416 => "Range Not Satisfiable",
         422 => "Unprocessable Content",
+        426 => "Upgrade Required",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",

@@ -1,7 +1,7 @@
 //! The request header fields this server acts on, and the HTTP/1.1 rules
 //! that hold between them: one valid `Host` (required on HTTP/1.1), the
 //! message framing (shared with responses, [`crate::http::framing`]), persistence
-//! (`Connection`), `Expect` and `If-None-Match`. Nothing here allocates.
+//! (`Connection`), `Expect`, `If-None-Match` and a WebSocket `Upgrade`. Nothing here allocates.
 
 use crate::http::framing::{list_items, BodyFraming};
 use crate::http::framing::{Framing, FramingError, FramingFields};
@@ -15,6 +15,7 @@ pub(crate) struct HeaderFields<'b> {
     pub body: BodyFraming,
     pub expect_continue: bool,
     pub if_none_match: Option<&'b [u8]>,
+    pub websocket_upgrade: bool,
 }
 
 /// Applies the HTTP/1.1 rules to the header fields of a request head whose
@@ -31,6 +32,8 @@ pub(crate) fn read_headers<'b>(
     let mut connection_keep_alive = false;
     let mut expect_continue = false;
     let mut if_none_match = None;
+    let mut connection_upgrade = false;
+    let mut upgrade_websocket = false;
 
     for header in headers {
         let name = header.name;
@@ -46,6 +49,13 @@ pub(crate) fn read_headers<'b>(
             for option in list_items(value) {
                 connection_close |= option.eq_ignore_ascii_case(b"close");
                 connection_keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+                connection_upgrade |= option.eq_ignore_ascii_case(b"upgrade");
+            }
+        } else if name.eq_ignore_ascii_case("upgrade") {
+            // A protocol may carry a version (`websocket/13` is not one
+            // RFC 6455 names): only the bare token counts.
+            for protocol in list_items(value) {
+                upgrade_websocket |= protocol.eq_ignore_ascii_case(b"websocket");
             }
         } else if name.eq_ignore_ascii_case("expect") {
             expect_continue = value.eq_ignore_ascii_case(b"100-continue");
@@ -71,6 +81,9 @@ pub(crate) fn read_headers<'b>(
         // An HTTP/1.0 client cannot expect 100 Continue (RFC 9110 10.1.1).
         expect_continue: expect_continue && !http10 && body != BodyFraming::Empty,
         if_none_match,
+        // Upgrade only means something when `Connection` names it (RFC
+        // 9110 §7.8), and HTTP/1.0 has no upgrade.
+        websocket_upgrade: upgrade_websocket && connection_upgrade && !http10,
     })
 }
 

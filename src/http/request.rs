@@ -44,6 +44,9 @@ pub(crate) struct RequestHead<'b> {
     /// ignored rather than joined (which would allocate): a tag it lists
     /// can only turn a 200 into a 304, so ignoring it is always safe.
     pub if_none_match: Option<&'b [u8]>,
+    /// `Upgrade: websocket` with `Connection: upgrade`: the client asks
+    /// for a WebSocket (the rest of the handshake is checked by `ws`).
+    pub websocket_upgrade: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -146,6 +149,7 @@ fn complete<'b>(
                 body: fields.body,
                 expect_continue: fields.expect_continue,
                 if_none_match: fields.if_none_match,
+                websocket_upgrade: fields.websocket_upgrade,
             },
             head_len,
         ),

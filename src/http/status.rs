@@ -21,10 +21,13 @@ pub(crate) enum ErrorStatus {
     ServiceUnavailable,
     GatewayTimeout,
     HttpVersionNotSupported,
+    /// A plain request for a WebSocket route, or an upgrade to a
+    /// WebSocket version other than 13.
+    UpgradeRequired,
 }
 
 impl ErrorStatus {
-    pub(crate) const ALL: [ErrorStatus; 12] = [
+    pub(crate) const ALL: [ErrorStatus; 13] = [
         ErrorStatus::BadRequest,
         ErrorStatus::NotFound,
         ErrorStatus::MethodNotAllowed,
@@ -37,6 +40,7 @@ impl ErrorStatus {
         ErrorStatus::ServiceUnavailable,
         ErrorStatus::GatewayTimeout,
         ErrorStatus::HttpVersionNotSupported,
+        ErrorStatus::UpgradeRequired,
     ];
 
     pub(crate) fn code(self) -> u16 {
@@ -53,6 +57,7 @@ impl ErrorStatus {
             ErrorStatus::ServiceUnavailable => 503,
             ErrorStatus::GatewayTimeout => 504,
             ErrorStatus::HttpVersionNotSupported => 505,
+            ErrorStatus::UpgradeRequired => 426,
         }
     }
 
@@ -72,6 +77,7 @@ impl ErrorStatus {
                 | ErrorStatus::BadGateway
                 | ErrorStatus::ServiceUnavailable
                 | ErrorStatus::GatewayTimeout
+                | ErrorStatus::UpgradeRequired
         )
     }
 
@@ -79,6 +85,10 @@ impl ErrorStatus {
         match self {
             // What a path without routes of its own accepts: static files.
             ErrorStatus::MethodNotAllowed => not_allowed("GET, HEAD"),
+            // RFC 9110 §15.5.22 and RFC 6455 §4.4: name what to upgrade to.
+            ErrorStatus::UpgradeRequired => {
+                self.canned_with(&[("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")])
+            }
             _ => self.canned_with(&[]),
         }
     }

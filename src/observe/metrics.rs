@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The statuses the server sends, each counted in its own slot; anything
 /// else (a status an upstream failure maps to that is not listed) goes to
 /// one more slot, reported as `code="other"`.
-pub(crate) const STATUS_CODES: [u16; 18] = [
-    100, 200, 206, 301, 304, 400, 404, 405, 408, 413, 414, 416, 431, 501, 502, 503, 504, 505,
+pub(crate) const STATUS_CODES: [u16; 20] = [
+    100, 101, 200, 206, 301, 304, 400, 404, 405, 408, 413, 414, 416, 426, 431, 501, 502, 503, 504,
+    505,
 ];
 const STATUS_SLOTS: usize = STATUS_CODES.len() + 1;
 
@@ -65,6 +66,12 @@ impl UpstreamResult {
     }
 }
 
+/// The close codes WebSocket closes are counted by; then any other code,
+/// then a connection cut without a close handshake.
+pub(crate) const WEBSOCKET_CLOSE_CODES: [u16; 9] =
+    [1000, 1001, 1002, 1003, 1005, 1007, 1008, 1009, 1011];
+pub(crate) const WEBSOCKET_CLOSE_SLOTS: usize = WEBSOCKET_CLOSE_CODES.len() + 2;
+
 /// One poller's counters. In `local` dispatch only the poller's current
 /// thread runs its connections, so a counter is bumped with a plain load and
 /// store; in `system` dispatch its connection actors run on any worker at
@@ -81,11 +88,15 @@ pub(crate) struct PollerMetrics {
     pub accept_pauses: AtomicU64,
     pub tls_handshakes: AtomicU64,
     pub tls_handshake_failures: AtomicU64,
+    pub websocket_upgrades: AtomicU64,
+    pub websocket_messages_received: AtomicU64,
+    pub websocket_messages_sent: AtomicU64,
     /// Envelopes this poller and its connections sent through the scheduler.
     pub envelopes: AtomicU64,
     /// Gauges, set by the poller that owns the pool.
     pub upstream_idle: AtomicU64,
     pub upstream_busy: AtomicU64,
+    websocket_closes: [AtomicU64; WEBSOCKET_CLOSE_SLOTS],
     timeouts: [AtomicU64; 3],
     upstream: [AtomicU64; 5],
     responses: [AtomicU64; STATUS_SLOTS],
@@ -133,6 +144,26 @@ impl PollerMetrics {
         self.add(&self.responses[slot], 1);
     }
 
+    /// Counts a WebSocket connection ended with `code` (the client's, or
+    /// the server's if it closed first; 1005 for a close without a code),
+    /// or `None` when it was cut without a close handshake.
+    pub(crate) fn websocket_close(&self, code: Option<u16>) {
+        let slot = match code {
+            Some(code) => WEBSOCKET_CLOSE_CODES
+                .iter()
+                .position(|&known| known == code)
+                .unwrap_or(WEBSOCKET_CLOSE_CODES.len()),
+            None => WEBSOCKET_CLOSE_CODES.len() + 1,
+        };
+        self.add(&self.websocket_closes[slot], 1);
+    }
+
+    /// WebSocket closes by slot: `WEBSOCKET_CLOSE_CODES` in order, other
+    /// codes, then cuts.
+    pub(crate) fn websocket_closes(&self) -> [u64; WEBSOCKET_CLOSE_SLOTS] {
+        std::array::from_fn(|slot| self.websocket_closes[slot].load(Ordering::Relaxed))
+    }
+
     pub(crate) fn timeout(&self, kind: TimeoutKind) {
         self.add(&self.timeouts[kind as usize], 1);
     }
@@ -159,6 +190,14 @@ impl PollerMetrics {
         self.upstream[result as usize].load(Ordering::Relaxed)
     }
 
+    /// WebSocket connections open now (closes read first, as below).
+    pub(crate) fn websockets_open(&self) -> u64 {
+        let closed: u64 = self.websocket_closes().iter().sum();
+        self.websocket_upgrades
+            .load(Ordering::Relaxed)
+            .saturating_sub(closed)
+    }
+
     /// Connections open now. Closes are read first, so a connection accepted
     /// and closed between the two reads cannot make the count negative.
     pub(crate) fn open(&self) -> u64 {
@@ -179,7 +218,7 @@ mod tests {
         metrics.response(b"HTTP/1.1 299 Odd\r\n\r\n");
         metrics.response(b"HTTP/1.1");
         let counts = metrics.responses();
-        assert_eq!(counts[6], 2, "404 is the seventh status");
+        assert_eq!(counts[7], 2, "404 is the eighth status");
         assert_eq!(
             counts[STATUS_CODES.len()],
             2,

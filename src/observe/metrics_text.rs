@@ -6,7 +6,9 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::observe::metrics::{PollerMetrics, TimeoutKind, UpstreamResult, STATUS_CODES};
+use crate::observe::metrics::{
+    PollerMetrics, TimeoutKind, UpstreamResult, STATUS_CODES, WEBSOCKET_CLOSE_CODES,
+};
 use crate::observe::process_stats::ProcessStats;
 
 /// The `Content-Type` of the page.
@@ -19,6 +21,8 @@ pub(crate) struct Series {
     pub(crate) envelopes: bool,
     /// TLS handshakes done and failed.
     pub(crate) tls: bool,
+    /// WebSocket connections and messages.
+    pub(crate) websocket: bool,
 }
 
 /// Renders the page for `pollers` (in poller order) and `process`, with the
@@ -123,6 +127,47 @@ pub(crate) fn render(
             "TLS handshakes that failed: bad records, alerts, stalls, clients not speaking TLS.",
         );
         per_poller(&mut page, &|p| load(&p.tls_handshake_failures));
+    }
+    if series.websocket {
+        page.family(
+            "uppercut_websocket_upgrades_total",
+            "counter",
+            "Connections upgraded to WebSockets.",
+        );
+        per_poller(&mut page, &|p| load(&p.websocket_upgrades));
+        page.family(
+            "uppercut_websocket_open",
+            "gauge",
+            "WebSocket connections open now.",
+        );
+        per_poller(&mut page, &|p| p.websockets_open());
+        page.family(
+            "uppercut_websocket_closes_total",
+            "counter",
+            "WebSocket connections ended, by close code (1005: a close without one; none: cut without a close handshake).",
+        );
+        for (index, poller) in pollers.iter().enumerate() {
+            for (slot, count) in poller.websocket_closes().into_iter().enumerate() {
+                let code = match WEBSOCKET_CLOSE_CODES.get(slot) {
+                    Some(code) => code.to_string(),
+                    None if slot == WEBSOCKET_CLOSE_CODES.len() => "other".to_string(),
+                    None => "none".to_string(),
+                };
+                page.sample(&format!("poller=\"{index}\",code=\"{code}\""), count);
+            }
+        }
+        page.family(
+            "uppercut_websocket_messages_received_total",
+            "counter",
+            "Complete WebSocket messages from clients.",
+        );
+        per_poller(&mut page, &|p| load(&p.websocket_messages_received));
+        page.family(
+            "uppercut_websocket_messages_sent_total",
+            "counter",
+            "WebSocket messages written to clients.",
+        );
+        per_poller(&mut page, &|p| load(&p.websocket_messages_sent));
     }
 
     page.family(

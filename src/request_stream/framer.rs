@@ -15,6 +15,7 @@ use crate::http::status::ErrorStatus;
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::PollerMetrics;
 use crate::request_stream::call::{call, Call};
+use crate::request_stream::upgrade::{self, Upgraded};
 use crate::routes::request::Request;
 use crate::routes::table::{Reply, RouteAnswer, Routes};
 
@@ -32,7 +33,14 @@ pub(super) struct Answer {
 
 impl Answer {
     fn for_head(routes: &Routes, head: &RequestHead, raw_head: &[u8]) -> Answer {
-        let route = routes.answer_with_head(head, raw_head);
+        let route = match routes.answer_with_head(head, raw_head) {
+            // An upgrade request has no body (RFC 6455 §4.1): one with a
+            // body is malformed, and where it ends is not worth learning.
+            Ok(Reply::WebSocket(_)) if head.body != BodyFraming::Empty => {
+                Err(ErrorStatus::BadRequest)
+            }
+            route => route,
+        };
         let keeps = route.is_ok() || route.is_err_and(ErrorStatus::keeps_connection);
         let persistence = match (head.keep_alive && keeps, head.http10) {
             (false, _) => Persistence::Close,
@@ -80,6 +88,9 @@ pub(super) enum State {
     },
     /// A response that closes the connection was written; input is ignored.
     Closed,
+    /// A WebSocket upgrade was answered 101: what follows is frames, left
+    /// unread for the connection to hand to its WebSocket session.
+    Upgraded,
 }
 
 /// What one call to [`Framer::serve`] did with its input.
@@ -110,6 +121,9 @@ pub(super) struct Framer {
     /// or malformed, a body refused or its chunks broken): the client may
     /// still be sending it.
     pub(super) cut_short: bool,
+    /// The actor of the WebSocket the last request upgraded to, until the
+    /// connection takes it.
+    pub(super) upgraded: Option<Upgraded>,
 }
 
 impl Default for Framer {
@@ -123,6 +137,7 @@ impl Default for Framer {
             call: None,
             closing: false,
             cut_short: false,
+            upgraded: None,
         }
     }
 }
@@ -143,7 +158,7 @@ impl Framer {
             let rest = &input[pos..];
             match &mut self.state {
                 State::Closed => pos = input.len(),
-                State::AwaitingReply { .. } => break,
+                State::AwaitingReply { .. } | State::Upgraded => break,
                 State::Head if out.len() >= OUTPUT_HIGH_WATER => {
                     held_back = true;
                     break;
@@ -324,6 +339,23 @@ impl Framer {
                     head_only: answer.head_only,
                 };
             }
+            Ok(Reply::WebSocket(index)) => match upgrade::check(raw_head) {
+                Ok(accept) => {
+                    let start = to.out.len();
+                    upgrade::write_switching(&mut to, &accept);
+                    self.written(&to.out[start..], to.date);
+                    self.responses += 1;
+                    self.state = State::Upgraded;
+                    let request = Request::new(head.method, head.path, head.query, raw_head, body);
+                    self.upgraded = Some(Upgraded(routes.websocket_at(index)(&request)));
+                }
+                Err(status) => {
+                    if !status.keeps_connection() {
+                        to.persistence = Persistence::Close;
+                    }
+                    self.write(&mut to, |to| routes.write(Err(status), raw_head, to));
+                }
+            },
             Ok(Reply::Handler(handler)) => {
                 let request = Request::new(head.method, head.path, head.query, raw_head, body);
                 self.write(&mut to, |to| {

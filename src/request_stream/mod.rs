@@ -8,6 +8,7 @@
 
 mod call;
 mod framer;
+mod upgrade;
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ use crate::routes::table::Routes;
 pub(crate) use call::Call;
 pub use framer::OUTPUT_HIGH_WATER;
 use framer::{Answer, Framer, State};
+pub(crate) use upgrade::Upgraded;
 
 /// How an actor route's request ended, as far as its connection knows.
 #[derive(Debug)]
@@ -67,7 +69,7 @@ impl RequestStream {
             State::Body { .. } | State::Chunked { .. } | State::AwaitingReply { .. } => {
                 self.kept.is_empty()
             }
-            State::Closed => false,
+            State::Closed | State::Upgraded => false,
         }
     }
 
@@ -77,6 +79,15 @@ impl RequestStream {
         self.framer.cut_short
     }
 
+    /// The last request upgraded the connection to a WebSocket: its actor,
+    /// and the bytes read after the upgrade request (the first frames).
+    /// The stream serves nothing more.
+    pub(crate) fn take_upgrade(&mut self) -> Option<(Upgraded, BytesMut)> {
+        let upgraded = self.framer.upgraded.take()?;
+        self.held_back = false;
+        Some((upgraded, std::mem::take(&mut self.kept)))
+    }
+
     /// Waiting for a request head (part of one may be kept).
     pub(crate) fn is_awaiting_head(&self) -> bool {
         self.framer.state == State::Head
@@ -84,7 +95,11 @@ impl RequestStream {
 
     /// Part of a request has arrived (head or body), not all of it.
     pub(crate) fn is_mid_request(&self) -> bool {
-        !self.kept.is_empty() || !matches!(self.framer.state, State::Head | State::Closed)
+        !self.kept.is_empty()
+            || !matches!(
+                self.framer.state,
+                State::Head | State::Closed | State::Upgraded
+            )
     }
 
     /// Reports every request and its response to `recorder` (the access log).

@@ -10,6 +10,8 @@ pub(crate) enum Target {
     Canned(usize),
     Handler(usize),
     Actor(usize),
+    /// A WebSocket route (GET only), by index into its factories.
+    WebSocket(usize),
 }
 
 /// One path's routes, by method (in `Method::ROUTABLE` order).

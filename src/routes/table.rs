@@ -30,6 +30,7 @@ use crate::routes::spawns::ActorSpec;
 use crate::routes::static_files::{StaticFilesError, StaticLimits};
 use crate::routes::static_site::StaticSite;
 use crate::routes::static_table::StaticReply;
+use crate::websocket::{WebSocket, WsLimits};
 
 /// Where the server answers with `--upstream`'s JSON.
 pub(crate) const UPSTREAM_ROUTE: &str = "/io";
@@ -55,6 +56,8 @@ pub(crate) enum Reply {
     NotAllowed(usize),
     /// A static file's response (or a directory's redirect).
     Static(StaticReply),
+    /// A WebSocket route asked to upgrade: the handshake decides.
+    WebSocket(usize),
 }
 
 impl Reply {
@@ -98,6 +101,9 @@ pub(crate) struct ActorRoute {
     pub(crate) name: String,
 }
 
+/// Makes the actor of a WebSocket connection from its upgrade request.
+pub(crate) type WebSocketFactory = Arc<dyn Fn(&Request<'_>) -> Box<dyn WebSocket> + Send + Sync>;
+
 /// How many threads run blocking handlers unless set.
 const BLOCKING_THREADS: usize = 8;
 
@@ -111,6 +117,7 @@ pub struct Routes {
     pub(crate) canned: Vec<Canned>,
     handlers: Vec<Handler>,
     actors: Vec<ActorRoute>,
+    websockets: Vec<WebSocketFactory>,
     pub(crate) errors: Vec<CannedResponse>,
     reply_timeout: Duration,
     pub(crate) spawns: Vec<ActorSpec>,
@@ -124,6 +131,8 @@ pub struct Routes {
     pub(crate) max_body: u64,
     /// Fields every response carries (`Config::headers`).
     pub(crate) added: AddedFields,
+    /// The WebSocket routes' limits (`Config::ws_max_message`).
+    websocket_limits: WsLimits,
 }
 
 impl Default for Routes {
@@ -142,6 +151,7 @@ impl Routes {
             canned: Vec::new(),
             handlers: Vec::new(),
             actors: Vec::new(),
+            websockets: Vec::new(),
             errors: ErrorStatus::ALL.iter().map(|s| s.canned()).collect(),
             reply_timeout: REPLY_TIMEOUT,
             spawns: Vec::new(),
@@ -151,6 +161,7 @@ impl Routes {
             panic_path: None,
             max_body: MAX_BODY_LEN,
             added: AddedFields::default(),
+            websocket_limits: WsLimits::new(crate::config::WS_MAX_MESSAGE),
         }
     }
 
@@ -222,6 +233,36 @@ impl Routes {
         let target = CallTarget::Address(address.to_string());
         self.insert_call(methods, path, target, self.reply_timeout);
         self
+    }
+
+    /// Serves WebSocket connections at `path` (GET): a valid upgrade
+    /// (RFC 6455 §4.2) is answered 101, and the connection becomes the
+    /// actor `factory` makes from the upgrade request (its path, query and
+    /// header fields, as a handler sees them). The actor runs on the
+    /// connection's poller, one event at a time, so like a handler it must
+    /// not block. A request without the upgrade gets 426 naming
+    /// `Sec-WebSocket-Version: 13`; a malformed upgrade 400.
+    pub fn websocket<W, F>(mut self, path: &str, factory: F) -> Routes
+    where
+        W: WebSocket,
+        F: Fn(&Request<'_>) -> W + Send + Sync + 'static,
+    {
+        let factory: WebSocketFactory =
+            Arc::new(move |request: &Request<'_>| Box::new(factory(request)) as Box<dyn WebSocket>);
+        self.websockets.push(factory);
+        let target = Target::WebSocket(self.websockets.len() - 1);
+        self.insert(path, &[Method::Get], target);
+        self
+    }
+
+    /// Whether any route serves WebSockets.
+    pub(crate) fn has_websockets(&self) -> bool {
+        !self.websockets.is_empty()
+    }
+
+    /// The WebSocket route at `index`'s factory.
+    pub(crate) fn websocket_at(&self, index: usize) -> &WebSocketFactory {
+        &self.websockets[index]
     }
 
     /// How long actor routes and blocking handlers added after this call
@@ -342,6 +383,17 @@ impl Routes {
         self
     }
 
+    /// Closes WebSockets whose messages carry over `max_message` bytes.
+    pub(crate) fn with_websocket_max_message(mut self, max_message: usize) -> Routes {
+        self.websocket_limits = WsLimits::new(max_message);
+        self
+    }
+
+    /// The WebSocket routes' limits.
+    pub(crate) fn websocket_limits(&self) -> WsLimits {
+        self.websocket_limits
+    }
+
     /// Adds `added`'s fields to every response.
     pub(crate) fn with_added_fields(mut self, added: AddedFields) -> Routes {
         self.added = added;
@@ -415,6 +467,12 @@ impl Routes {
             None => Reply::NotAllowed(index),
             Some(Target::Handler(handler)) => Reply::Handler(handler),
             Some(Target::Actor(actor)) => Reply::Actor(actor),
+            Some(Target::WebSocket(index)) => {
+                match head.websocket_upgrade && head.method == Method::Get {
+                    true => Reply::WebSocket(index),
+                    false => return Err(ErrorStatus::UpgradeRequired),
+                }
+            }
             Some(Target::Canned(canned)) => {
                 let matches = match (head.if_none_match, &self.canned[canned].etag) {
                     (None, _) => false,
@@ -434,7 +492,8 @@ impl Routes {
     /// `If-Modified-Since`, the query), or else as [`Routes::answer`].
     pub(crate) fn answer_with_head(&self, head: &RequestHead, raw_head: &[u8]) -> RouteAnswer {
         let answer = self.answer(head);
-        if let (Some(site), false) = (&self.static_site, matches!(answer, Ok(Reply::Actor(_)))) {
+        let dynamic = matches!(answer, Ok(Reply::Actor(_) | Reply::WebSocket(_)));
+        if let (Some(site), false) = (&self.static_site, dynamic) {
             if let Some(static_answer) = site.answer(head, raw_head) {
                 return static_answer.map(Reply::Static);
             }
@@ -488,6 +547,7 @@ impl fmt::Debug for Routes {
             .field("prefixes", &self.prefixes.len())
             .field("handlers", &self.handlers.len())
             .field("actors", &self.actors)
+            .field("websockets", &self.websockets.len())
             .field("static_site", &self.static_site.is_some())
             .finish_non_exhaustive()
     }

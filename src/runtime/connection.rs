@@ -10,6 +10,7 @@
 //! served in one read allocates nothing.
 
 mod socket_io;
+mod websocket;
 
 use std::cell::RefCell;
 use std::io;
@@ -94,6 +95,8 @@ pub(crate) struct Connection {
     head_judged: bool,
     /// Counted closed (see `end`).
     ended: bool,
+    /// Upgraded to a WebSocket: its session.
+    websocket: Option<Box<websocket::WsSession>>,
 }
 
 impl Connection {
@@ -129,6 +132,7 @@ impl Connection {
             lingering: false,
             head_judged: false,
             ended: false,
+            websocket: None,
         }
     }
 
@@ -259,7 +263,7 @@ impl Connection {
                 Ok(Flow::Close)
             }
             Some(Expiry::Reply) => self.complete_call(CallEnd::TimedOut, scratch, sender),
-            Some(Expiry::Linger) => Ok(Flow::Close),
+            Some(Expiry::Linger | Expiry::WebSocketIdle) => Ok(Flow::Close),
         }
     }
 
@@ -280,15 +284,20 @@ impl Connection {
             // trust what a previous user (or a panic) left in it.
             scratch.output.clear();
             let mut flow = Ok(Flow::Open);
-            if posted & REPLY != 0 {
+            if self.websocket.is_some() {
+                flow = self.handle_websocket(posted, scratch, sender);
+            } else if posted & REPLY != 0 {
                 if let Some(outcome) = self.mailbox.take_reply() {
                     flow = self.complete_call(CallEnd::Outcome(outcome), scratch, sender);
                 }
             }
-            if matches!(flow, Ok(Flow::Open)) && posted & (READY | HANGUP) != 0 {
+            if self.websocket.is_none()
+                && matches!(flow, Ok(Flow::Open))
+                && posted & (READY | HANGUP) != 0
+            {
                 flow = self.drive(scratch, sender);
             }
-            if matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
+            if self.websocket.is_none() && matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
                 // Judge the deadline by what the connection is doing now, but
                 // only move it for work done: a silent client stays in its
                 // first request's stage and gets its 408.
@@ -348,15 +357,17 @@ impl Connection {
 
     /// Moves the deadline to what the connection is doing now.
     fn note_activity(&mut self) {
+        let websocket = self.websocket.as_deref().map(|session| session.events());
         let activity = Activity {
             // The TLS handshake is part of the first request: it must
             // finish within the header timeout too.
             mid_request: self.stream.is_mid_request() || self.transport.is_handshaking(),
-            responses: self.stream.responses(),
+            responses: websocket.unwrap_or_else(|| self.stream.responses()),
             backed_up: !self.output.is_empty(),
             wrote: self.wrote,
             awaiting: self.call.map(|call| call.timeout),
             lingering: self.lingering,
+            websocket: websocket.is_some(),
         };
         let now = self.shared.now_ms();
         self.timer.update(now, activity, self.shared.timeouts());
@@ -367,6 +378,7 @@ impl Connection {
     /// its last look at the mailbox, which will never be handled) done.
     fn close(&mut self, sender: &mut dyn AnySender) {
         let unhandled = usize::from(self.mailbox.close());
+        self.end_websocket(Some(&*sender));
         self.end();
         self.mode
             .detach(&self.shared, &mut self.transport, self.token, sender);
@@ -383,6 +395,7 @@ impl Connection {
         }
         self.ended = true;
         self.end_call();
+        self.end_websocket(None);
         self.count(|m| &m.closed, 1);
     }
 

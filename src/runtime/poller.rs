@@ -29,15 +29,14 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
-use crate::actors::cell::ActorCell;
-use crate::actors::port::Relayed;
+use crate::actors::port::PortWork;
 use crate::routes::actor::ActorRequest;
 use crate::routes::reply::Delivery;
 use crate::runtime::connections::{ConnectionSet, Outbox, Turn};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::pool_threads::PoolThreads;
 use crate::runtime::shared::Shared;
-use crate::runtime::wakeup::{Closed, Tick, HANGUP, READY};
+use crate::runtime::wakeup::{Closed, Tick, HANGUP, MAIL, READY};
 use crate::upstream::pool::{self as upstream, UpstreamPool};
 
 pub(crate) const LISTENER: Token = Token(usize::MAX - 1);
@@ -76,10 +75,8 @@ pub(crate) struct Poller {
     handed: Vec<TcpStream>,
     /// Actors' answers, taken each round (kept, as above).
     deliveries: Vec<Delivery>,
-    /// Owned actors left for this poller to run, taken each round (kept).
-    ready_actors: Vec<Arc<ActorCell>>,
-    /// Sends into the uppercut system left for this poller (kept).
-    relayed: Vec<Relayed>,
+    /// What the port held, in buffers kept from round to round.
+    port_work: PortWork,
     /// Dropped with the poller, which tells the server it has stopped.
     running: Option<mpsc::Sender<()>>,
 }
@@ -107,8 +104,7 @@ impl Poller {
             pool_threads: None,
             handed: Vec::new(),
             deliveries: Vec::new(),
-            ready_actors: Vec::new(),
-            relayed: Vec::new(),
+            port_work: PortWork::default(),
             running: None,
         })
     }
@@ -256,20 +252,28 @@ impl Poller {
     /// queued messages nobody runs, and sends into the uppercut system.
     fn run_port(&mut self, sender: &mut dyn AnySender) {
         let shared = &self.shared;
-        shared
-            .port()
-            .take(&mut self.ready_actors, &mut self.relayed);
-        if !self.ready_actors.is_empty() {
+        let work = &mut self.port_work;
+        shared.port().take(work);
+        if !work.ready.is_empty() {
             let context = shared.actor_context(&*sender);
-            for cell in self.ready_actors.drain(..) {
+            for cell in work.ready.drain(..) {
                 context.run_queued(&cell);
             }
         }
-        if !self.relayed.is_empty() {
-            for relayed in self.relayed.drain(..) {
+        if !work.relay.is_empty() {
+            for relayed in work.relay.drain(..) {
                 relayed.perform(&*sender);
             }
             shared.port().note_system_send();
+        }
+        if !work.mail.is_empty() {
+            let mut out = Outbox {
+                sender: &mut *sender,
+                inbox: &mut self.inbox,
+            };
+            for key in work.mail.drain(..) {
+                self.connections.notify(key, MAIL, &mut out);
+            }
         }
     }
 

@@ -105,7 +105,8 @@ impl Server {
         let routes = Arc::new(
             routes
                 .with_max_body(config.max_body)
-                .with_added_fields(added),
+                .with_added_fields(added)
+                .with_websocket_max_message(config.ws_max_message),
         );
         let access_log = config
             .access_log
@@ -126,6 +127,7 @@ impl Server {
                 let series = Series {
                     envelopes: hosting.counts_envelopes(),
                     tls: config.tls.is_some(),
+                    websocket: routes.has_websockets(),
                 };
                 MetricsServer::start(addr, counters.clone(), series)
             })

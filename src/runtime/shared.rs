@@ -28,6 +28,8 @@ use crate::runtime::lifecycle::{Phase, ServerState};
 use crate::runtime::timeouts::CoarseClock;
 use crate::runtime::wakeup::{Mail, Outstanding, Parking};
 use crate::tls::TlsAcceptor;
+use crate::websocket::handle::{MailPoster, WsHandle};
+use crate::websocket::registry::WsRegistry;
 
 /// What a poller is built with, besides its `Poll`.
 pub(crate) struct PollerParts {
@@ -229,6 +231,18 @@ impl Shared {
     /// What other threads leave for this poller.
     pub(crate) fn port(&self) -> &PollerPort {
         &self.port
+    }
+
+    /// Registers the WebSocket connection at `key` on this poller, with at
+    /// most `limit` bytes waiting for its client: its handle.
+    pub(crate) fn open_websocket(&self, key: usize, limit: usize) -> WsHandle {
+        let poster: Arc<dyn MailPoster> = Arc::clone(&self.port) as Arc<dyn MailPoster>;
+        self.websockets().open(key, limit, poster)
+    }
+
+    /// The server's open WebSocket connections.
+    pub(crate) fn websockets(&self) -> &WsRegistry {
+        self.house.websockets()
     }
 
     /// `system` dispatch: the poller's wakes not yet handled.

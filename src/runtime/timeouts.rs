@@ -56,6 +56,9 @@ pub(crate) enum Expiry {
     Reply,
     /// A lingering close ran its time: close.
     Linger,
+    /// A WebSocket heard nothing for the keep-alive timeout: ping it, or
+    /// close if the last ping went unanswered.
+    WebSocketIdle,
 }
 
 /// How long a connection closing after its last response keeps reading and
@@ -78,6 +81,9 @@ pub(crate) struct Activity {
     /// The last response is out and the write side shut: only reading and
     /// dropping what the client still sends.
     pub lingering: bool,
+    /// The connection is a WebSocket; `responses` then counts frames
+    /// received and pings sent, each of which restarts its clock.
+    pub websocket: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +93,7 @@ enum Stage {
     Writing,
     Reply { limit: Duration },
     Linger,
+    WebSocket,
 }
 
 /// One connection's stage, since when, and its published deadline.
@@ -123,6 +130,8 @@ impl ConnectionTimer {
             Stage::Linger
         } else if activity.backed_up {
             Stage::Writing
+        } else if activity.websocket {
+            Stage::WebSocket
         } else if let Some(limit) = activity.awaiting {
             Stage::Reply { limit }
         } else if activity.mid_request {
@@ -132,7 +141,9 @@ impl ConnectionTimer {
         };
         let progressed = match stage {
             Stage::Writing => activity.wrote,
-            Stage::Request | Stage::Reply { .. } => activity.responses != self.responses,
+            Stage::Request | Stage::Reply { .. } | Stage::WebSocket => {
+                activity.responses != self.responses
+            }
             Stage::Idle | Stage::Linger => false,
         };
         if stage != self.stage || progressed {
@@ -154,13 +165,14 @@ impl ConnectionTimer {
             Stage::Writing => Expiry::Write,
             Stage::Reply { .. } => Expiry::Reply,
             Stage::Linger => Expiry::Linger,
+            Stage::WebSocket => Expiry::WebSocketIdle,
         })
     }
 
     fn publish(&self, timeouts: &Timeouts) {
         let limit = match self.stage {
             Stage::Request => timeouts.header,
-            Stage::Idle => timeouts.keepalive,
+            Stage::Idle | Stage::WebSocket => timeouts.keepalive,
             Stage::Writing => timeouts.write,
             Stage::Reply { limit } => limit,
             Stage::Linger => LINGER,
@@ -194,6 +206,7 @@ mod tests {
             wrote,
             awaiting: None,
             lingering: false,
+            websocket: false,
         }
     }
 
@@ -238,6 +251,22 @@ mod tests {
         timer.update(10, awaiting, &TIMEOUTS);
         assert_eq!(timer.expired(2009), None, "not the header timeout");
         assert_eq!(timer.expired(2010), Some(Expiry::Reply));
+    }
+
+    #[test]
+    fn a_websocket_s_frames_restart_its_idle_clock() {
+        let mut timer = ConnectionTimer::new(0, &TIMEOUTS);
+        let open = |events| Activity {
+            websocket: true,
+            ..activity(false, events, false, false)
+        };
+        timer.update(10, open(1), &TIMEOUTS);
+        timer.update(500, open(1), &TIMEOUTS);
+        assert_eq!(timer.expired(1009), None);
+        assert_eq!(timer.expired(1010), Some(Expiry::WebSocketIdle));
+        timer.update(900, open(2), &TIMEOUTS);
+        assert_eq!(timer.expired(1899), None);
+        assert_eq!(timer.expired(1900), Some(Expiry::WebSocketIdle));
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub(crate) const HANGUP: u8 = 2;
 pub(crate) const EXPIRE: u8 = 4;
 /// An actor answered the connection's call; the answer is in the mailbox.
 pub(crate) const REPLY: u8 = 8;
+/// A WebSocket connection's mail waits (`websocket::handle`).
+pub(crate) const MAIL: u8 = 16;
 /// The connection is closed: nothing posted later is handled.
 const CLOSED: u8 = 0x80;
 

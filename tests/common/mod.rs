@@ -129,6 +129,19 @@ impl<S: Read + Write> Client<S> {
         self.pending.drain(..head_end + length).collect()
     }
 
+    /// Reads exactly `len` bytes (what the server sent after a response,
+    /// such as WebSocket frames).
+    pub fn exactly(&mut self, len: usize) -> Vec<u8> {
+        while self.pending.len() < len {
+            assert!(
+                self.fill() > 0,
+                "EOF after {:?}, {len} bytes expected",
+                text(&self.pending)
+            );
+        }
+        self.pending.drain(..len).collect()
+    }
+
     /// Reads until the server closes; fails on a reset.
     pub fn rest_until_close(&mut self) -> Vec<u8> {
         while self.fill() > 0 {}

@@ -46,6 +46,11 @@ impl Connection {
             if self.stream.is_closed() {
                 return Ok(Flow::Finished);
             }
+            // A request (read now, or kept behind an actor's answer)
+            // upgraded the connection: frames from here on.
+            if let Some((upgraded, leftover)) = self.stream.take_upgrade() {
+                return self.begin_websocket(upgraded, leftover, scratch, sender);
+            }
             // Nothing more is read until the actor has answered.
             if self.stream.is_awaiting_call() {
                 return Ok(Flow::Open);

@@ -1,0 +1,54 @@
+//! The WebSocket upgrade as the request stream answers it: the handshake
+//! checked by `ws` (which does no parsing of its own), the 101 written with
+//! the fields every response carries, and the route's actor made from the
+//! request, for the connection to take with the bytes after the head.
+
+use std::fmt;
+use std::mem::MaybeUninit;
+
+use crate::http::head::{ResponseOut, SERVER_NAME};
+use crate::http::request::MAX_HEADERS;
+use crate::http::status::ErrorStatus;
+use crate::websocket::WebSocket;
+use crate::ws::handshake::{self, Accept};
+
+/// The actor of a connection just upgraded to a WebSocket.
+pub(crate) struct Upgraded(pub(crate) Box<dyn WebSocket>);
+
+impl fmt::Debug for Upgraded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Upgraded")
+    }
+}
+
+/// Checks the upgrade request whose head is `raw_head` (already parsed
+/// once, so well formed, a GET without a body, asking for `websocket`).
+pub(super) fn check(raw_head: &[u8]) -> Result<Accept, ErrorStatus> {
+    let mut slots = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut []);
+    match request.parse_with_uninit_headers(raw_head, &mut slots) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err(ErrorStatus::BadRequest),
+    }
+    let fields = request
+        .headers
+        .iter()
+        .map(|field| (field.name.as_bytes(), field.value));
+    handshake::check(fields).map_err(|refusal| match refusal.status() {
+        426 => ErrorStatus::UpgradeRequired,
+        _ => ErrorStatus::BadRequest,
+    })
+}
+
+/// Writes the 101 that completes the handshake.
+pub(super) fn write_switching(to: &mut ResponseOut<'_>, accept: &Accept) {
+    to.put(b"HTTP/1.1 101 Switching Protocols\r\nServer: ");
+    to.put(SERVER_NAME.as_bytes());
+    to.put(b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ");
+    to.put(accept.as_bytes());
+    to.put(b"\r\nDate: ");
+    // Not `Connection: close` even when draining: this exchange is done,
+    // and the WebSocket's own close handshake ends the connection.
+    to.persistence = crate::http::head::Persistence::KeepAlive;
+    to.put_date_and_end();
+}

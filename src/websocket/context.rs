@@ -1,0 +1,116 @@
+//! [`WsContext`]: what a WebSocket connection's actor is handed with each
+//! event: its client, to write to at once, and the actors around it.
+
+use std::any::Any;
+use std::fmt;
+
+use bytes::BytesMut;
+use uppercut::api::{AnySender, Envelope};
+
+use crate::websocket::handle::WsHandle;
+use crate::websocket::outgoing::{Outgoing, OutgoingKind};
+use crate::ws::frame::{write_frame, Opcode};
+
+/// A close the actor asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CloseAsked {
+    pub(crate) code: u16,
+    pub(crate) reason: Vec<u8>,
+    /// Close the socket once the frame is out, without waiting for the
+    /// client's close: it is being cut off (too far behind, its actor
+    /// failed).
+    pub(crate) cut: bool,
+}
+
+/// A WebSocket connection's actor's view of its connection, for one event.
+pub struct WsContext<'a> {
+    /// The connection's output, written to the socket after the event.
+    pub(crate) out: &'a mut BytesMut,
+    pub(crate) sender: &'a mut dyn AnySender,
+    pub(crate) handle: &'a WsHandle,
+    /// Set once the actor asks to close, or the connection is closed: later
+    /// writes are dropped.
+    pub(crate) close: &'a mut Option<CloseAsked>,
+    /// Messages written in this event.
+    pub(crate) written: &'a mut u64,
+}
+
+impl WsContext<'_> {
+    /// Writes a text message to the client.
+    pub fn send_text(&mut self, text: &str) {
+        self.frame(Opcode::Text, text.as_bytes());
+    }
+
+    /// Writes a binary message to the client.
+    pub fn send_binary(&mut self, bytes: &[u8]) {
+        self.frame(Opcode::Binary, bytes);
+    }
+
+    /// Writes `message` to the client (a close as [`WsContext::close`]).
+    pub fn send(&mut self, message: &Outgoing) {
+        match message.kind {
+            OutgoingKind::Text => self.frame(Opcode::Text, &message.payload),
+            OutgoingKind::Binary => self.frame(Opcode::Binary, &message.payload),
+            OutgoingKind::Close(code) => self.close_with(code, &message.payload),
+        }
+    }
+
+    /// Starts the close handshake with `code` and `reason` (see
+    /// [`Outgoing::close`] for the codes sent as they are); nothing written
+    /// after it reaches the client.
+    pub fn close(&mut self, code: u16, reason: &str) {
+        let close = Outgoing::close(code, reason);
+        self.send(&close);
+    }
+
+    fn close_with(&mut self, code: u16, reason: &[u8]) {
+        if self.close.is_none() {
+            *self.close = Some(CloseAsked {
+                code,
+                reason: reason.to_vec(),
+                cut: false,
+            });
+        }
+    }
+
+    fn frame(&mut self, opcode: Opcode, payload: &[u8]) {
+        if self.close.is_some() {
+            return;
+        }
+        write_frame(self.out, opcode, payload);
+        *self.written += 1;
+    }
+
+    /// A handle to this connection, for other actors (a room keeps its
+    /// members' handles) and other threads.
+    pub fn handle(&self) -> WsHandle {
+        self.handle.clone()
+    }
+
+    /// This connection's actor address.
+    pub fn address(&self) -> &str {
+        self.handle.address()
+    }
+
+    /// Sends `message` to the actor at `address` (an owned actor is run on
+    /// this thread once this event is handled; any other goes through
+    /// uppercut), from this connection's address.
+    pub fn send_to<M: Any + Send + fmt::Debug>(&mut self, address: &str, message: M) {
+        let envelope = Envelope::of(message).from(self.handle.address());
+        self.sender.send(address, envelope);
+    }
+
+    /// The sender this connection's actor sends with, for what
+    /// [`WsContext::send_to`] does not cover (delays, spawns).
+    pub fn sender(&mut self) -> &mut dyn AnySender {
+        &mut *self.sender
+    }
+}
+
+impl fmt::Debug for WsContext<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WsContext")
+            .field("address", &self.handle.address())
+            .finish_non_exhaustive()
+    }
+}

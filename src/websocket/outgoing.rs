@@ -1,0 +1,76 @@
+//! [`Outgoing`]: a message for a WebSocket client, built once and cheap to
+//! clone, so a room sends the same bytes to each member without copying
+//! them.
+
+use bytes::Bytes;
+
+/// What an [`Outgoing`] message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutgoingKind {
+    Text,
+    Binary,
+    /// A close frame with this code; the bytes are the reason.
+    Close(u16),
+}
+
+/// A message to write to a WebSocket client: text, binary, or a close.
+/// Cloning shares the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    pub(crate) kind: OutgoingKind,
+    pub(crate) payload: Bytes,
+}
+
+impl Outgoing {
+    /// A text message.
+    pub fn text(text: impl Into<String>) -> Outgoing {
+        Outgoing {
+            kind: OutgoingKind::Text,
+            payload: Bytes::from(text.into()),
+        }
+    }
+
+    /// A text message of `bytes`, which must be UTF-8; `None` if they are
+    /// not.
+    pub fn text_bytes(bytes: Bytes) -> Option<Outgoing> {
+        std::str::from_utf8(&bytes).ok()?;
+        Some(Outgoing {
+            kind: OutgoingKind::Text,
+            payload: bytes,
+        })
+    }
+
+    /// A binary message.
+    pub fn binary(bytes: impl Into<Bytes>) -> Outgoing {
+        Outgoing {
+            kind: OutgoingKind::Binary,
+            payload: bytes.into(),
+        }
+    }
+
+    /// Closes the connection with `code` and `reason` (RFC 6455 §7.4; the
+    /// reason is cut to the 123 bytes a close frame has room for, at a
+    /// character boundary). A code an endpoint may not send (below 1000,
+    /// 1004 to 1006, 1015, 1016 to 2999 unregistered, 5000 and above) is
+    /// sent as 1011.
+    pub fn close(code: u16, reason: &str) -> Outgoing {
+        let code = if crate::ws::close_code_is_sendable(code) {
+            code
+        } else {
+            1011
+        };
+        let mut end = reason.len().min(123);
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        Outgoing {
+            kind: OutgoingKind::Close(code),
+            payload: Bytes::copy_from_slice(&reason.as_bytes()[..end]),
+        }
+    }
+
+    /// The bytes the client's message will carry (the reason, for a close).
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+}
