@@ -2,9 +2,9 @@
 //! text as text and binary as binary. What the Autobahn suite runs against
 //! (`scripts/autobahn.sh`).
 //!
-//!     cargo run --release --example ws_echo -- 127.0.0.1:9001
+//!     cargo run --release --example ws_echo -- 127.0.0.1:9001 [local|system]
 
-use uppercut_mio_server::{Config, Message, Routes, Server, WebSocket, WsContext};
+use uppercut_mio_server::{Config, Dispatch, Message, Routes, Server, WebSocket, WsContext};
 
 /// Echoes each message on its connection; it has no state of its own.
 struct Echo;
@@ -21,11 +21,15 @@ impl WebSocket for Echo {
 fn main() {
     // Before anything starts: a SIGTERM must wait for run_until_signal.
     Server::block_signals();
-    let bind = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:9001".into());
+    let mut args = std::env::args().skip(1);
+    let bind = args.next().unwrap_or_else(|| "127.0.0.1:9001".into());
+    let dispatch = match args.next().as_deref() {
+        Some("system") => Dispatch::System,
+        _ => Dispatch::Local,
+    };
     let config = Config {
         bind: bind.parse().expect("ADDR:PORT"),
+        dispatch,
         ..Config::default()
     };
     let routes = Routes::new().websocket("/", |_request| Echo);

@@ -10,7 +10,7 @@ use log::warn;
 use uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::cli::{parse_args, start_line, version_line, Command, USAGE};
 use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse};
-use uppercut_mio_server::{Method, Routes, Server};
+use uppercut_mio_server::{Message, Method, Routes, Server, WebSocket, WsContext};
 
 fn main() -> ExitCode {
     // Before anything else: a SIGTERM between the start line and
@@ -54,7 +54,8 @@ fn main() -> ExitCode {
 
 /// The standard routes, and the same `Hello, World!` as a handler route and
 /// as actor routes (one actor; an actor per poller; an actor on blocking
-/// threads), so that benchmarks can weigh each (`bench/run --routes`).
+/// threads), so that benchmarks can weigh each (`bench/run --routes`), and
+/// a WebSocket echo.
 fn routes() -> Routes {
     Routes::standard()
         .handler(&[Method::Get], "/hello/handler", |_, response| {
@@ -67,6 +68,19 @@ fn routes() -> Routes {
         .spawn_per_poller("hello-per-poller", |_| Hello::new())
         .actor(&[Method::Get], "/hello/blocking", "hello-blocking")
         .spawn_blocking("hello-blocking", BLOCKING_THREADS, |_| Hello::new())
+        .websocket("/ws", |_| Echo)
+}
+
+/// Echoes every WebSocket message at `/ws`, for `bench/run --ws`.
+struct Echo;
+
+impl WebSocket for Echo {
+    fn on_message(&mut self, message: Message<'_>, context: &mut WsContext<'_>) {
+        match message {
+            Message::Text(text) => context.send_text(text),
+            Message::Binary(bytes) => context.send_binary(bytes),
+        }
+    }
 }
 
 /// Threads for `/hello/blocking`: as many as the default of blocking handlers.

@@ -10,6 +10,10 @@
 //! owns, as a message must own what it carries) and the box uppercut's
 //! `Envelope` puts every message in. Its actors answer with a response built
 //! once and cloned, which shares its bytes.
+//!
+//! A WebSocket echo allocates nothing per message once warm: frames are
+//! decoded into a buffer the connection reuses, and the echo is written
+//! into the poller's scratch output.
 
 mod common;
 
@@ -99,5 +103,77 @@ fn local_dispatch_allocates_nothing_per_request() {
             "actor route {path}: {counted} allocations in {REQUESTS} round trips"
         );
     }
+    for size in [32, 16 * 1024] {
+        let (counted, allowed) = allocations_during_echoes(size);
+        println!("WebSocket echo of {size} bytes: {counted} allocations in {REQUESTS} messages");
+        assert!(
+            counted < allowed,
+            "WebSocket echo of {size} bytes: {counted} allocations in {REQUESTS} messages"
+        );
+    }
     common::alloc::assert_counter_sees_server_threads(Dispatch::Local);
+}
+
+/// Echoes each binary message.
+struct Echo;
+
+impl uppercut_mio_server::WebSocket for Echo {
+    fn on_message(
+        &mut self,
+        message: uppercut_mio_server::Message<'_>,
+        context: &mut uppercut_mio_server::WsContext<'_>,
+    ) {
+        if let uppercut_mio_server::Message::Binary(bytes) = message {
+            context.send_binary(bytes);
+        }
+    }
+}
+
+/// Allocations during `REQUESTS` echoes of a `size`-byte binary message on
+/// one WebSocket, after a warm-up; the client loop allocates nothing.
+fn allocations_during_echoes(size: usize) -> (usize, usize) {
+    use std::io::{Read, Write};
+    let server = start_with(
+        &config(Dispatch::Local),
+        Routes::new().websocket("/ws", |_| Echo),
+    );
+    let mut stream = std::net::TcpStream::connect(server.local_addr()).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream
+        .write_all(
+            b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        )
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101 "));
+    // A masked binary frame (a zero mask), and the echo it gets.
+    let mut frame = vec![0x82];
+    let mut echo = vec![0x82];
+    if size < 126 {
+        frame.push(0x80 | size as u8);
+        echo.push(size as u8);
+    } else {
+        frame.extend_from_slice(&[0x80 | 126, (size >> 8) as u8, size as u8]);
+        echo.extend_from_slice(&[126, (size >> 8) as u8, size as u8]);
+    }
+    frame.extend_from_slice(&[0; 4]);
+    let payload: Vec<u8> = (0..size).map(|i| i as u8).collect();
+    frame.extend_from_slice(&payload);
+    echo.extend_from_slice(&payload);
+    let mut received = vec![0u8; echo.len()];
+    let mut round_trips = |count: usize| {
+        for _ in 0..count {
+            stream.write_all(&frame).unwrap();
+            stream.read_exact(&mut received).unwrap();
+            assert!(received == echo, "the echo");
+        }
+    };
+    round_trips(100);
+    common::alloc::during(|| round_trips(REQUESTS))
 }

@@ -225,6 +225,19 @@ fn reads_the_body_limit_as_a_size() {
 }
 
 #[test]
+fn reads_the_websocket_message_limit_as_a_size() {
+    assert_eq!(config(&[]).ws_max_message, 16 << 20);
+    assert_eq!(
+        config(&["--ws-max-message", "64K"]).ws_max_message,
+        64 << 10
+    );
+    assert_eq!(
+        parse(&["--ws-max-message=1.5M"]),
+        Err("--ws-max-message: not a size (bytes, K, M or G): 1.5M".into())
+    );
+}
+
+#[test]
 fn reads_the_upstream_flags() {
     let config = config(&[
         "--upstream-conns=4",

@@ -2,7 +2,8 @@
 //! request, keep-alive, pipelining, a body, an actor route, a large static
 //! file through backpressure, TLS 1.2, session resumption, the plain HTTP
 //! request on the TLS port, a stalled handshake closed by the header
-//! timeout, broken records, and the handshake counters.
+//! timeout, broken records, the handshake counters, and a WebSocket over
+//! TLS.
 
 mod common;
 
@@ -29,6 +30,21 @@ impl AnyActor for Answer {
     }
 }
 
+/// Echoes each WebSocket text message, upper-cased.
+struct Shout;
+
+impl uppercut_mio_server::WebSocket for Shout {
+    fn on_message(
+        &mut self,
+        message: uppercut_mio_server::Message<'_>,
+        context: &mut uppercut_mio_server::WsContext<'_>,
+    ) {
+        if let uppercut_mio_server::Message::Text(text) = message {
+            context.send_text(&text.to_uppercase());
+        }
+    }
+}
+
 /// The size of `/big.bin`: far more than a socket and rustls queue hold.
 const BIG: usize = 4 << 20;
 
@@ -49,6 +65,7 @@ fn start_tls(dispatch: Dispatch, certificates: &Certificates, timeouts: Timeouts
         })
         .actor(&[Method::Get], "/actor", "answer")
         .spawn("answer", Answer)
+        .websocket("/ws", |_| Shout)
         .with_static_dir(&www, StaticLimits::default())
         .expect("the directory loads");
     let config = Config {
@@ -236,7 +253,26 @@ fn handshake_counts(metrics: std::net::SocketAddr, done: u64, failed: u64) -> (u
     }
 }
 
+/// `wss://`: the upgrade and frames ride the TLS session like any request.
+fn a_websocket_works_over_tls(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("wss-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    let mut client = connect(server.local_addr(), &certificates.client_config());
+    client.send(
+        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    );
+    let switching = client.response(true);
+    assert!(switching.starts_with(b"HTTP/1.1 101 Switching Protocols\r\n"));
+    // "hey", masked with 0 (a zero mask is still a mask).
+    client.send(b"\x81\x83\0\0\0\0hey");
+    assert_eq!(client.exactly(5), b"\x81\x03HEY");
+    client.send(b"\x88\x82\0\0\0\0\x03\xe8");
+    assert_eq!(client.exactly(4), b"\x88\x02\x03\xe8");
+}
+
 in_both_modes!(
+    a_websocket_works_over_tls,
     requests_keep_alive_pipelining_bodies_and_actors,
     a_large_file_goes_through_backpressure,
     tls12_works_and_sessions_resume,
