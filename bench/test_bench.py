@@ -302,5 +302,36 @@ uppercut_bytes_sent_total{poller="1"} 9000
         self.assertIsNone(spread_line([0, 0]))
 
 
+class WebSocketTable(unittest.TestCase):
+    """bench/run --ws: medians over rounds, and each row against the first."""
+
+    def result(self, per_second, p99):
+        return {"per_second": per_second, "latency_us": {"p50": 10, "p99": p99, "p999": 2 * p99}}
+
+    def test_echo_rows_compare_round_trips(self):
+        import ws
+        echo = next(load for load in ws.LOADS if load.key == "echo-64-32")
+        results = {"ours-local": [self.result(200, 5), self.result(210, 6), self.result(190, 7)],
+                   "tungstenite": [self.result(100, 9), self.result(140, 9), self.result(130, 9)]}
+        rows = ws.cells_for(echo, results, "ours-local")
+        self.assertEqual(rows[0], ("ours-local", ["200", "10", "6", "12"], ""))
+        self.assertEqual(rows[1], ("tungstenite", ["130", "10", "9", "18"], "0.65x"))
+
+    def test_fixed_rate_rows_compare_p99(self):
+        import ws
+        open_loop = next(load for load in ws.LOADS if load.key == "open-64-32")
+        results = {"ours-local": [self.result(20000, 100)], "node-ws": [self.result(20000, 150)]}
+        self.assertEqual(ws.cells_for(open_loop, results, "ours-local")[1][2], "p99 1.50x")
+
+    def test_idle_memory_is_per_connection_against_http(self):
+        import ws
+        idle = ws.Load("idle", "idle memory", [])
+        results = {"ours-local": [{"ws_bytes_per_conn": 1536.0, "http_bytes_per_conn": 1024.0}],
+                   "fastwebsockets": [{"ws_bytes_per_conn": 6144.0, "http_bytes_per_conn": None}]}
+        rows = ws.cells_for(idle, results, "ours-local")
+        self.assertEqual(rows[0], ("ours-local", ["1.5 KiB", "1.0 KiB", "", ""], "1.50x of HTTP"))
+        self.assertEqual(rows[1], ("fastwebsockets", ["6.0 KiB", "-", "", ""], ""))
+
+
 if __name__ == "__main__":
     unittest.main()
