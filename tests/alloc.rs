@@ -1,8 +1,9 @@
 //! No allocation per request on the hot path in `local` dispatch, counted by a
 //! global allocator. This file is its own test binary, with one test, so no
 //! other test allocates while it counts; the client loop allocates nothing.
-//! The requests include a static file by a percent-encoded path, and
-//! conditional ones, answered 304 and 200. Counting for `--metrics` must not
+//! The requests include a static file by a percent-encoded path,
+//! conditional ones, answered 304 and 200, and a handler route with a path
+//! parameter. Counting for `--metrics` must not
 //! allocate either.
 //!
 //! An actor route run on the connection's own poller allocates at most twice
@@ -31,16 +32,22 @@ const REQUESTS: usize = 10_000;
 const PIPELINED: &[u8] =
     b"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n\
     GET /v1%2Duser.json HTTP/1.1\r\nHost: t\r\nIf-None-Match: *\r\n\r\n\
-    GET /v1-user.json HTTP/1.1\r\nHost: t\r\nIf-None-Match: \"x\", W/\"y\"\r\n\r\n";
+    GET /v1-user.json HTTP/1.1\r\nHost: t\r\nIf-None-Match: \"x\", W/\"y\"\r\n\r\n\
+    GET /users/42 HTTP/1.1\r\nHost: t\r\n\r\n";
 /// The status of each response to `PIPELINED`.
-const STATUSES: [&str; 4] = ["200", "200", "304", "200"];
+const STATUSES: [&str; 5] = ["200", "200", "304", "200", "200"];
 
 /// Allocations made anywhere in the process while one keep-alive connection
 /// does `REQUESTS` round trips of `PIPELINED`, after a warm-up, and how many
 /// are allowed without a per-request one (see `common::alloc::during`).
 fn allocations_during_requests(dispatch: Dispatch, metrics: bool) -> (usize, usize) {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    // A handler route with a path parameter, read back (borrowed).
     let routes = Routes::standard()
+        .handler(&[Method::Get], "/users/{id}", |request, response| {
+            let id = request.param("id").unwrap_or_default();
+            response.body(id.as_bytes());
+        })
         .with_static_dir(&fixtures, StaticLimits::default())
         .expect("the fixtures load");
     let config = Config {

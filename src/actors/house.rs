@@ -256,8 +256,12 @@ impl Drop for ActorHouse {
     }
 }
 
-/// Every actor route names an owned address, and no address is owned twice.
+/// Every route path was taken (no bad or overlapping pattern), every actor
+/// route names an owned address, and no address is owned twice.
 fn check_routes(routes: &Routes) -> io::Result<()> {
+    if let Some(refused_path) = routes.refused().first() {
+        return Err(refused(refused_path.clone()));
+    }
     let mut seen = std::collections::HashSet::new();
     for spec in routes.spawns() {
         if !seen.insert(spec.address.as_str()) {

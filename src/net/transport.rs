@@ -51,9 +51,19 @@ pub(crate) enum Handshake {
     Failed(String),
 }
 
+/// A socket just accepted, and the address of its peer (which accept
+/// returns: keeping it saves a `getpeername` for the access log and
+/// `Request::peer_addr`).
+#[derive(Debug)]
+pub(crate) struct Accepted {
+    pub(crate) socket: TcpStream,
+    pub(crate) peer: SocketAddr,
+}
+
 /// A connection's socket, with a TLS session or without.
 pub(crate) struct Transport {
     socket: TcpStream,
+    peer: SocketAddr,
     tls: Option<Box<TlsState>>,
     /// Bytes read from and written to the socket since the caller last
     /// took the counts.
@@ -74,9 +84,10 @@ struct TlsState {
 
 impl Transport {
     /// Plain TCP.
-    pub(crate) fn plain(socket: TcpStream) -> Transport {
+    pub(crate) fn plain(accepted: Accepted) -> Transport {
         Transport {
-            socket,
+            socket: accepted.socket,
+            peer: accepted.peer,
             tls: None,
             wire_in: 0,
             wire_out: 0,
@@ -86,13 +97,14 @@ impl Transport {
     /// TCP carrying `session`, which queues at most `queued` bytes of
     /// records the socket has not taken.
     pub(crate) fn tls(
-        socket: TcpStream,
+        accepted: Accepted,
         mut session: ServerConnection,
         queued: usize,
     ) -> Transport {
         session.set_buffer_limit(Some(queued));
         Transport {
-            socket,
+            socket: accepted.socket,
+            peer: accepted.peer,
             tls: Some(Box::new(TlsState {
                 session,
                 started: false,
@@ -111,7 +123,7 @@ impl Transport {
     }
 
     pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
-        self.socket.peer_addr().ok()
+        Some(self.peer)
     }
 
     /// TLS, with the handshake not finished.

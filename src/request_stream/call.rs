@@ -1,27 +1,33 @@
 //! What an actor route's request leaves for its connection to send: the
 //! request's bytes, and where its path and query lie in them.
 
-use std::ops::Range;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
-use crate::http::request::{Method, RequestHead};
+use crate::http::request::RequestHead;
+use crate::routes::actor::RequestParts;
+use crate::routes::path_pattern::PathParams;
 
 /// A request for an actor route, for the connection to send.
 #[derive(Debug)]
 pub(crate) struct Call {
     /// The route's index among the table's actor routes.
     pub(crate) actor: usize,
-    pub(crate) method: Method,
-    /// The head, then the body.
-    pub(crate) data: Bytes,
-    pub(crate) head_len: usize,
-    pub(crate) path: Range<usize>,
-    pub(crate) query: Option<Range<usize>>,
+    pub(crate) parts: RequestParts,
 }
 
-/// The actor request for `head`: its bytes and where its path and query are.
-pub(super) fn call(actor: usize, head: &RequestHead, raw_head: &[u8], body: &[u8]) -> Call {
+/// The actor request for `head`: its bytes and where its path and query
+/// are, its route's path parameters and the client's address.
+pub(super) fn call(
+    actor: usize,
+    head: &RequestHead,
+    raw_head: &[u8],
+    body: &[u8],
+    params: Option<&Arc<PathParams>>,
+    peer: Option<SocketAddr>,
+) -> Call {
     // The path and query lie in the head, but for a target that names no
     // path, whose empty path may lie anywhere.
     let offset = |part: &[u8]| {
@@ -36,10 +42,14 @@ pub(super) fn call(actor: usize, head: &RequestHead, raw_head: &[u8], body: &[u8
     data.extend_from_slice(body);
     Call {
         actor,
-        method: head.method,
-        data: data.freeze(),
-        head_len: raw_head.len(),
-        path: offset(head.path),
-        query: head.query.map(offset),
+        parts: RequestParts {
+            method: head.method,
+            data: data.freeze(),
+            head_len: raw_head.len(),
+            path: offset(head.path),
+            query: head.query.map(offset),
+            params: params.cloned(),
+            peer,
+        },
     }
 }

@@ -2,6 +2,7 @@
 //! state machine. Bodies are skipped, except those a handler or an actor
 //! will see, which are collected after their head.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -36,7 +37,7 @@ impl Answer {
         let route = match routes.answer_with_head(head, raw_head) {
             // An upgrade request has no body (RFC 6455 §4.1): one with a
             // body is malformed, and where it ends is not worth learning.
-            Ok(Reply::WebSocket(_)) if head.body != BodyFraming::Empty => {
+            Ok(Reply::WebSocket(..)) if head.body != BodyFraming::Empty => {
                 Err(ErrorStatus::BadRequest)
             }
             route => route,
@@ -64,7 +65,7 @@ impl Answer {
 
     /// A handler or an actor will see the request's body.
     fn reads_body(&self) -> bool {
-        matches!(self.route, Ok(Reply::Handler(_) | Reply::Actor(_)))
+        matches!(self.route, Ok(Reply::Handler(..) | Reply::Actor(..)))
     }
 }
 
@@ -124,6 +125,8 @@ pub(super) struct Framer {
     /// The actor of the WebSocket the last request upgraded to, until the
     /// connection takes it.
     pub(super) upgraded: Option<Upgraded>,
+    /// The client's address, for the requests handlers and actors see.
+    pub(super) peer: Option<SocketAddr>,
 }
 
 impl Default for Framer {
@@ -138,6 +141,7 @@ impl Default for Framer {
             closing: false,
             cut_short: false,
             upgraded: None,
+            peer: None,
         }
     }
 }
@@ -332,21 +336,24 @@ impl Framer {
         mut to: ResponseOut<'_>,
     ) {
         match answer.route {
-            Ok(Reply::Actor(actor)) => {
-                self.call = Some(call(actor, head, raw_head, body));
+            Ok(Reply::Actor(actor, pattern)) => {
+                let params = routes.pattern_params(pattern);
+                self.call = Some(call(actor, head, raw_head, body, params, self.peer));
                 self.state = State::AwaitingReply {
                     persistence: answer.persistence,
                     head_only: answer.head_only,
                 };
             }
-            Ok(Reply::WebSocket(index)) => match upgrade::check(raw_head) {
+            Ok(Reply::WebSocket(index, pattern)) => match upgrade::check(raw_head) {
                 Ok(accept) => {
                     let start = to.out.len();
                     upgrade::write_switching(&mut to, &accept);
                     self.written(&to.out[start..], to.date);
                     self.responses += 1;
                     self.state = State::Upgraded;
-                    let request = Request::new(head.method, head.path, head.query, raw_head, body);
+                    let request = Request::new(head.method, head.path, head.query, raw_head, body)
+                        .with_params(routes.pattern_params(pattern).map(|p| &**p))
+                        .with_peer(self.peer);
                     self.upgraded = Some(Upgraded(routes.websocket_at(index)(&request)));
                 }
                 Err(status) => {
@@ -356,8 +363,10 @@ impl Framer {
                     self.write(&mut to, |to| routes.write(Err(status), raw_head, to));
                 }
             },
-            Ok(Reply::Handler(handler)) => {
-                let request = Request::new(head.method, head.path, head.query, raw_head, body);
+            Ok(Reply::Handler(handler, pattern)) => {
+                let request = Request::new(head.method, head.path, head.query, raw_head, body)
+                    .with_params(routes.pattern_params(pattern).map(|p| &**p))
+                    .with_peer(self.peer);
                 self.write(&mut to, |to| {
                     routes.write_handler(handler, &request, to);
                 });

@@ -102,6 +102,11 @@ impl RequestStream {
             )
     }
 
+    /// The requests come from a client at `peer` (`Request::peer_addr`).
+    pub(crate) fn set_peer(&mut self, peer: Option<std::net::SocketAddr>) {
+        self.framer.peer = peer;
+    }
+
     /// Reports every request and its response to `recorder` (the access log).
     pub(crate) fn log_to(&mut self, recorder: AccessRecorder) {
         self.framer.log = Some(recorder);

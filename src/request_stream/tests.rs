@@ -79,7 +79,7 @@ fn pipelined_requests_wait_for_an_actor_s_answer() {
     stream.feed(input, &routes, &date, &mut out);
     assert!(out.is_empty(), "nothing before the actor's answer");
     assert!(stream.is_awaiting_call());
-    let call = stream.take_call().expect("a call");
+    let call = stream.take_call().expect("a call").parts;
     let head = &call.data[..call.head_len];
     assert_eq!(&head[call.path.clone()], b"/a");
     assert_eq!(call.query.clone().map(|q| &head[q]), Some(&b"q=1"[..]));

@@ -3,12 +3,15 @@
 //! the answer gets back is `reply`.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::http::method::Method;
 use crate::routes::actor_response::ActorResponse;
+use crate::routes::path_pattern::PathParams;
 use crate::routes::reply::{Outcome, ReplyTo};
 use crate::routes::request::Request;
 
@@ -18,46 +21,47 @@ use crate::routes::request::Request;
 /// answers 502 Bad Gateway. No answer within the route's timeout answers
 /// 504 Gateway Timeout, and a later answer is dropped.
 pub struct ActorRequest {
-    method: Method,
-    /// The head, then the body.
-    data: Bytes,
-    head_len: usize,
-    path: Range<usize>,
-    query: Option<Range<usize>>,
+    parts: RequestParts,
     reply_to: Option<ReplyTo>,
 }
 
+/// What an actor request owns of the request that made it.
+#[derive(Debug)]
+pub(crate) struct RequestParts {
+    pub(crate) method: Method,
+    /// The head, then the body.
+    pub(crate) data: Bytes,
+    pub(crate) head_len: usize,
+    /// Where the path and the query lie in the head.
+    pub(crate) path: Range<usize>,
+    pub(crate) query: Option<Range<usize>>,
+    /// The route's path parameters, if it has a pattern.
+    pub(crate) params: Option<Arc<PathParams>>,
+    pub(crate) peer: Option<SocketAddr>,
+}
+
 impl ActorRequest {
-    /// `data` holds the head (`head_len` bytes), then the body; `path` and
-    /// `query` index into the head.
-    pub(crate) fn new(
-        method: Method,
-        data: Bytes,
-        head_len: usize,
-        path: Range<usize>,
-        query: Option<Range<usize>>,
-        reply_to: ReplyTo,
-    ) -> ActorRequest {
+    pub(crate) fn new(parts: RequestParts, reply_to: ReplyTo) -> ActorRequest {
         ActorRequest {
-            method,
-            data,
-            head_len,
-            path,
-            query,
+            parts,
             reply_to: Some(reply_to),
         }
     }
 
-    /// The request: method, path, query, header fields and body.
+    /// The request: method, path, query, path parameters, header fields,
+    /// body and the client's address.
     pub fn request(&self) -> Request<'_> {
-        let head = &self.data[..self.head_len];
+        let parts = &self.parts;
+        let head = &parts.data[..parts.head_len];
         Request::new(
-            self.method,
-            &head[self.path.clone()],
-            self.query.clone().map(|query| &head[query]),
+            parts.method,
+            &head[parts.path.clone()],
+            parts.query.clone().map(|query| &head[query]),
             head,
-            &self.data[self.head_len..],
+            &parts.data[parts.head_len..],
         )
+        .with_params(parts.params.as_deref())
+        .with_peer(parts.peer)
     }
 
     /// Sends the answer to the connection that asked.

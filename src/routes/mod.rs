@@ -8,6 +8,7 @@ pub(crate) mod conditional;
 pub(crate) mod etag;
 pub(crate) mod handler;
 pub(crate) mod path_entry;
+pub(crate) mod path_pattern;
 pub(crate) mod percent;
 pub(crate) mod reply;
 pub(crate) mod request;

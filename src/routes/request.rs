@@ -1,11 +1,15 @@
 //! A request as a handler or an actor route sees it: method, path, query,
-//! header fields and body, read where they lie in the request's bytes.
+//! path parameters, header fields, body and the client's address, read
+//! where they lie in the request's bytes.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::net::SocketAddr;
 
 use crate::http::method::Method;
-use crate::routes::percent::hex_digit;
+use crate::http::request::MAX_HEAD_LEN;
+use crate::routes::path_pattern::{segment, PathParams};
+use crate::routes::percent::{hex_digit, needs_normalizing, route_path};
 
 /// A request routed to a handler or an actor. It borrows the bytes the
 /// request arrived in: looking at it allocates nothing, but for
@@ -19,6 +23,9 @@ pub struct Request<'a> {
     /// The whole head: the request line, the fields, the blank line.
     head: &'a [u8],
     body: &'a [u8],
+    /// The parameters of the route's path pattern, if it has one.
+    params: Option<&'a PathParams>,
+    peer: Option<SocketAddr>,
 }
 
 impl<'a> Request<'a> {
@@ -35,7 +42,44 @@ impl<'a> Request<'a> {
             query,
             head,
             body,
+            params: None,
+            peer: None,
         }
+    }
+
+    /// The same, routed by a pattern with `params`.
+    pub(crate) fn with_params(self, params: Option<&'a PathParams>) -> Request<'a> {
+        Request { params, ..self }
+    }
+
+    /// The same, from a client at `peer`.
+    pub(crate) fn with_peer(self, peer: Option<SocketAddr>) -> Request<'a> {
+        Request { peer, ..self }
+    }
+
+    /// The value of the path parameter `name` of the route's pattern
+    /// (`Routes::handler(&[Method::Get], "/users/{id}", ..)`, then
+    /// `request.param("id")`), percent-decoded. `None` when the route has
+    /// no such parameter, or the value does not decode to UTF-8. Borrows
+    /// unless the path needed decoding.
+    pub fn param(&self, name: &str) -> Option<Cow<'a, str>> {
+        let index = self.params?.segment_of(name)?;
+        if !needs_normalizing(self.path, false) {
+            let value = segment(self.path, index)?;
+            return std::str::from_utf8(value).ok().map(Cow::Borrowed);
+        }
+        // Matched in normal form, so read in normal form: decoded, and
+        // with the segments dot segments removed.
+        let mut buf = [0u8; MAX_HEAD_LEN];
+        let normal = route_path(self.path, &mut buf).ok()??;
+        let value = segment(normal, index)?;
+        String::from_utf8(value.to_vec()).ok().map(Cow::Owned)
+    }
+
+    /// The address of the client that sent the request (of the proxy in
+    /// front of it, if any: this server reads no `Forwarded` header).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer
     }
 
     /// The method; a HEAD request routed to a GET route says `Head`.
@@ -103,6 +147,7 @@ impl fmt::Debug for Request<'_> {
             .field("path", &self.path())
             .field("query", &self.query())
             .field("body_len", &self.body.len())
+            .field("peer", &self.peer)
             .finish()
     }
 }

@@ -82,7 +82,7 @@ impl Routes {
             Ok(Reply::Full(index)) => &self.canned[index].response,
             Ok(Reply::NotModified(index)) => &self.canned[index].not_modified,
             Ok(Reply::NotAllowed(index)) => &self.entries[index].not_allowed,
-            Ok(Reply::Handler(_) | Reply::Actor(_) | Reply::Static(_) | Reply::WebSocket(_)) => {
+            Ok(Reply::Handler(..) | Reply::Actor(..) | Reply::Static(_) | Reply::WebSocket(..)) => {
                 &self.errors[ErrorStatus::ServiceUnavailable as usize]
             }
             // `errors` is built from `ErrorStatus::ALL`, which lists the variants in order.

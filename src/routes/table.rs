@@ -1,7 +1,8 @@
 //! The route table, built once at start and shared by every connection:
-//! paths (exact, or prefixes ending `/*`) to what answers each method there
-//! (a canned response, a handler, an actor), the canned error responses, and
-//! the static site served ahead of them. Paths are looked up
+//! paths (exact, patterns with `{name}` segments, or prefixes ending `/*`)
+//! to what answers each method there (a canned response, a handler, an
+//! actor, a WebSocket), the canned error responses, and the static site
+//! served ahead of them. Paths are looked up
 //! percent-decoded and without dot segments (`percent`); a canned route
 //! answers a matching `If-None-Match` with its canned 304 (`*` matches any
 //! route, a list of tags only a route with an entity tag).
@@ -24,6 +25,7 @@ use crate::routes::etag;
 use crate::routes::handler::Handler;
 use crate::routes::handler::Response;
 use crate::routes::path_entry::{Entry, Target};
+use crate::routes::path_pattern::{PathParams, PathPattern, PatternError};
 use crate::routes::percent::{needs_normalizing, route_path, AboveRoot};
 use crate::routes::request::Request;
 use crate::routes::spawns::ActorSpec;
@@ -48,16 +50,19 @@ pub(crate) enum Reply {
     Full(usize),
     /// The client's `If-None-Match` matched the canned route.
     NotModified(usize),
-    /// A handler route: the handler writes the response.
-    Handler(usize),
-    /// An actor route: the answer comes in an actor's reply.
-    Actor(usize),
+    /// A handler route: the handler writes the response. The second index
+    /// is the path pattern that matched, if a pattern did.
+    Handler(usize, Option<usize>),
+    /// An actor route: the answer comes in an actor's reply (and the
+    /// pattern, as above).
+    Actor(usize, Option<usize>),
     /// The path has routes, none for this method: 405 listing them.
     NotAllowed(usize),
     /// A static file's response (or a directory's redirect).
     Static(StaticReply),
-    /// A WebSocket route asked to upgrade: the handshake decides.
-    WebSocket(usize),
+    /// A WebSocket route asked to upgrade: the handshake decides (and the
+    /// pattern, as above).
+    WebSocket(usize, Option<usize>),
 }
 
 impl Reply {
@@ -108,9 +113,35 @@ pub(crate) type WebSocketFactory = Arc<dyn Fn(&Request<'_>) -> Box<dyn WebSocket
 const BLOCKING_THREADS: usize = 8;
 
 /// The route table: which response answers which request.
+///
+/// A route's path is one of:
+///
+/// - **exact**, `/users`: that path, which a request may spell
+///   percent-encoded or with dot segments (`/a/../users`);
+/// - **a pattern**, `/users/{id}` or `/teams/{team}/members/{id}`: each
+///   `{name}` matches one whole, non-empty segment, whose decoded value
+///   [`Request::param`] gives (handler, actor and WebSocket routes; a
+///   canned route has nothing to use one for, so a pattern there is
+///   refused);
+/// - **a prefix**, `/static/*`: that path and every path under it.
+///
+/// An exact path is looked up first, then the patterns, then the prefixes,
+/// longest first: a pattern matches a fixed number of segments, so it is
+/// more specific than a prefix. Two patterns that could both match one
+/// path (`/users/{id}` and `/users/{name}`; `/a/{x}/c` and `/a/b/{y}`)
+/// would leave which answers to chance, so [`Server::start`](crate::Server::start)
+/// refuses them (an `InvalidInput` error naming both), as it does a brace
+/// that is not a whole `{name}` segment. The same pattern added again for
+/// other methods is the same route.
 #[derive(Clone)]
 pub struct Routes {
     by_path: HashMap<Box<[u8]>, usize>,
+    /// Path patterns (`/users/{id}`), with their entries; tried after the
+    /// exact paths, before the prefixes.
+    patterns: Vec<(PathPattern, usize)>,
+    /// Route paths refused as they were added (bad patterns, overlaps),
+    /// for `Server::start` to report.
+    refused: Vec<String>,
     /// Prefix routes, longest prefix first.
     prefixes: Vec<(Box<[u8]>, usize)>,
     pub(crate) entries: Vec<Entry>,
@@ -146,6 +177,8 @@ impl Routes {
     pub fn new() -> Routes {
         Routes {
             by_path: HashMap::new(),
+            patterns: Vec::new(),
+            refused: Vec::new(),
             prefixes: Vec::new(),
             entries: Vec::new(),
             canned: Vec::new(),
@@ -170,6 +203,13 @@ impl Routes {
     /// takes `/static/` and every path under it). A later route for the
     /// same path and method replaces the earlier one.
     pub fn route(mut self, path: &str, response: CannedResponse) -> Routes {
+        if path.contains(['{', '}']) {
+            // Nothing in a canned response could use a parameter.
+            self.refused.push(format!(
+                "route path {path:?}: a canned route has no parameters (use a handler)"
+            ));
+            return self;
+        }
         self.canned.push(Canned {
             response,
             not_modified: CannedResponse::not_modified(&[]),
@@ -409,6 +449,13 @@ impl Routes {
     }
 
     fn insert(&mut self, path: &str, methods: &[Method], target: Target) {
+        if let Some(pattern) = PathPattern::parse(path) {
+            match pattern.and_then(|pattern| self.pattern_entry(pattern)) {
+                Ok(index) => self.set_methods(index, methods, target),
+                Err(refused) => self.refused.push(refused.0),
+            }
+            return;
+        }
         let (key, prefix) = match path.strip_suffix('*') {
             Some(prefix) if prefix.ends_with('/') => (prefix.as_bytes(), true),
             _ => (path.as_bytes(), false),
@@ -418,11 +465,7 @@ impl Routes {
             false => self.by_path.get(key).copied(),
         };
         let index = found.unwrap_or_else(|| {
-            self.entries.push(Entry {
-                targets: [None; Method::ROUTABLE.len()],
-                not_allowed: ErrorStatus::MethodNotAllowed.canned(),
-            });
-            let index = self.entries.len() - 1;
+            let index = self.new_entry();
             match prefix {
                 true => {
                     self.prefixes.push((key.into(), index));
@@ -435,6 +478,39 @@ impl Routes {
             }
             index
         });
+        self.set_methods(index, methods, target);
+    }
+
+    /// A new entry with no routes.
+    fn new_entry(&mut self) -> usize {
+        self.entries.push(Entry {
+            targets: [None; Method::ROUTABLE.len()],
+            not_allowed: ErrorStatus::MethodNotAllowed.canned(),
+        });
+        self.entries.len() - 1
+    }
+
+    /// The entry of `pattern`: its own if the same pattern was added
+    /// before (for other methods), else a new one, unless it overlaps
+    /// another pattern (see `path_pattern`).
+    fn pattern_entry(&mut self, pattern: PathPattern) -> Result<usize, PatternError> {
+        if let Some((_, index)) = self.patterns.iter().find(|(p, _)| p.same_route(&pattern)) {
+            return Ok(*index);
+        }
+        if let Some((other, _)) = self.patterns.iter().find(|(p, _)| p.overlaps(&pattern)) {
+            return Err(PatternError(format!(
+                "route paths {:?} and {:?} can match the same path: which answers would be a guess",
+                other.source(),
+                pattern.source()
+            )));
+        }
+        let index = self.new_entry();
+        self.patterns.push((pattern, index));
+        Ok(index)
+    }
+
+    /// Routes `methods` at entry `index` to `target`.
+    fn set_methods(&mut self, index: usize, methods: &[Method], target: Target) {
         let entry = &mut self.entries[index];
         for &method in methods {
             if let Some(slot) = Method::ROUTABLE.iter().position(|&m| m == method) {
@@ -455,7 +531,7 @@ impl Routes {
         if matches!(head.form, TargetForm::Asterisk | TargetForm::Authority) {
             return Err(ErrorStatus::MethodNotAllowed);
         }
-        let Some(index) = self.entry_index(head.path)? else {
+        let Some((index, pattern)) = self.entry_index(head.path)? else {
             return Err(ErrorStatus::NotFound);
         };
         let entry = &self.entries[index];
@@ -465,11 +541,11 @@ impl Routes {
         };
         Ok(match target {
             None => Reply::NotAllowed(index),
-            Some(Target::Handler(handler)) => Reply::Handler(handler),
-            Some(Target::Actor(actor)) => Reply::Actor(actor),
+            Some(Target::Handler(handler)) => Reply::Handler(handler, pattern),
+            Some(Target::Actor(actor)) => Reply::Actor(actor, pattern),
             Some(Target::WebSocket(index)) => {
                 match head.websocket_upgrade && head.method == Method::Get {
-                    true => Reply::WebSocket(index),
+                    true => Reply::WebSocket(index, pattern),
                     false => return Err(ErrorStatus::UpgradeRequired),
                 }
             }
@@ -492,7 +568,7 @@ impl Routes {
     /// `If-Modified-Since`, the query), or else as [`Routes::answer`].
     pub(crate) fn answer_with_head(&self, head: &RequestHead, raw_head: &[u8]) -> RouteAnswer {
         let answer = self.answer(head);
-        let dynamic = matches!(answer, Ok(Reply::Actor(_) | Reply::WebSocket(_)));
+        let dynamic = matches!(answer, Ok(Reply::Actor(..) | Reply::WebSocket(..)));
         if let (Some(site), false) = (&self.static_site, dynamic) {
             if let Some(static_answer) = site.answer(head, raw_head) {
                 return static_answer.map(Reply::Static);
@@ -502,17 +578,29 @@ impl Routes {
     }
 
     /// The entry for `path`, looked up percent-decoded and without dot
-    /// segments ([`route_path`]): the exact path's, or the longest
-    /// prefix's. A path that decodes to nothing a route could be keyed by
-    /// has none; one that climbs above the root is a 400.
-    fn entry_index(&self, path: &[u8]) -> Result<Option<usize>, ErrorStatus> {
+    /// segments ([`route_path`]): the exact path's, else the pattern's
+    /// that matches (with its index), else the longest prefix's. Patterns
+    /// come before prefixes as the more specific: a pattern matches a
+    /// fixed number of segments, a prefix any number. A path that decodes
+    /// to nothing a route could be keyed by has none; one that climbs
+    /// above the root is a 400.
+    fn entry_index(&self, path: &[u8]) -> Result<Option<(usize, Option<usize>)>, ErrorStatus> {
         let lookup = |path: &[u8]| {
-            self.by_path.get(path).copied().or_else(|| {
-                self.prefixes
-                    .iter()
-                    .find(|(prefix, _)| path.starts_with(prefix))
-                    .map(|(_, index)| *index)
-            })
+            if let Some(&index) = self.by_path.get(path) {
+                return Some((index, None));
+            }
+            let matched = self
+                .patterns
+                .iter()
+                .enumerate()
+                .find(|(_, (p, _))| p.matches(path));
+            if let Some((at, (_, index))) = matched {
+                return Some((*index, Some(at)));
+            }
+            self.prefixes
+                .iter()
+                .find(|(prefix, _)| path.starts_with(prefix))
+                .map(|(_, index)| (*index, None))
         };
         if !needs_normalizing(path, false) {
             return Ok(lookup(path));
@@ -523,6 +611,16 @@ impl Routes {
             Ok(normal) => Ok(normal.and_then(lookup)),
             Err(AboveRoot) => Err(ErrorStatus::BadRequest),
         }
+    }
+
+    /// The parameters of the pattern at `index` (as a `Reply` names it).
+    pub(crate) fn pattern_params(&self, index: Option<usize>) -> Option<&Arc<PathParams>> {
+        index.map(|index| self.patterns[index].0.params())
+    }
+
+    /// Route paths refused as they were added, each with why.
+    pub(crate) fn refused(&self) -> &[String] {
+        &self.refused
     }
 
     pub(crate) fn handler_at(&self, index: usize) -> &Handler {
@@ -544,6 +642,7 @@ impl fmt::Debug for Routes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Routes")
             .field("paths", &self.by_path.len())
+            .field("patterns", &self.patterns.len())
             .field("prefixes", &self.prefixes.len())
             .field("handlers", &self.handlers.len())
             .field("actors", &self.actors)

@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mio::net::TcpStream;
+use crate::net::transport::Accepted;
 
 use crate::runtime::wakeup::Parking;
 
@@ -50,7 +50,7 @@ struct Handoff {
 
 #[derive(Default)]
 struct Queue {
-    sockets: Vec<TcpStream>,
+    sockets: Vec<Accepted>,
     closed: bool,
 }
 
@@ -131,7 +131,7 @@ impl Balance {
     /// Queues `socket`, already counted by `place`, for poller `target`, and
     /// wakes it if it is parked. Gives the socket back when that poller has
     /// closed its queue, for the caller to close and account for.
-    pub(crate) fn hand_off(&self, target: usize, socket: TcpStream) -> Result<(), TcpStream> {
+    pub(crate) fn hand_off(&self, target: usize, socket: Accepted) -> Result<(), Accepted> {
         let handoff = &self.handoffs[target].0;
         {
             let mut queue = lock(&handoff.queue);
@@ -152,7 +152,7 @@ impl Balance {
 
     /// Moves the sockets handed to poller `index` into `into` (swapped, so
     /// neither side allocates once both have grown).
-    pub(crate) fn take(&self, index: usize, into: &mut Vec<TcpStream>) {
+    pub(crate) fn take(&self, index: usize, into: &mut Vec<Accepted>) {
         let handoff = &self.handoffs[index].0;
         if handoff.queued.load(Ordering::SeqCst) == 0 {
             return;
@@ -196,9 +196,14 @@ mod tests {
         (polls, parkings)
     }
 
-    fn connected(listener: &std::net::TcpListener) -> TcpStream {
+    fn connected(listener: &std::net::TcpListener) -> Accepted {
         let addr = listener.local_addr().unwrap();
-        TcpStream::from_std(std::net::TcpStream::connect(addr).unwrap())
+        let socket = std::net::TcpStream::connect(addr).unwrap();
+        let peer = socket.local_addr().unwrap();
+        Accepted {
+            socket: mio::net::TcpStream::from_std(socket),
+            peer,
+        }
     }
 
     #[test]

@@ -109,9 +109,10 @@ impl Connection {
     ) -> Connection {
         let timer = ConnectionTimer::new(shared.now_ms(), shared.timeouts());
         let mut stream = RequestStream::default();
+        let peer = transport.peer_addr();
+        stream.set_peer(peer);
         if let Some(log) = shared.access_log() {
-            let peer = transport.peer_addr().map(|peer| peer.ip());
-            stream.log_to(AccessRecorder::new(log, peer));
+            stream.log_to(AccessRecorder::new(log, peer.map(|peer| peer.ip())));
         }
         if let Some(metrics) = shared.metrics() {
             stream.count_to(Arc::clone(metrics));
@@ -193,9 +194,7 @@ impl Connection {
         let timeout = shared.routes().actor_routes()[call.actor].timeout;
         self.call = Some(AwaitedCall { id, timeout });
         self.mailbox.await_call(id);
-        let (data, head_len) = (call.data, call.head_len);
-        let request =
-            ActorRequest::new(call.method, data, head_len, call.path, call.query, reply_to);
+        let request = ActorRequest::new(call.parts, reply_to);
         match shared.call_path(call.actor) {
             CallPath::Cell(cell) => {
                 let expected = reply::expect(shared.reply_queue_id(), id);

@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
-use mio::net::TcpStream;
 use mio::Token;
 use uppercut::api::{AnySender, Envelope};
 
+use crate::net::transport::Accepted;
 use crate::routes::reply::Delivery;
 use crate::runtime::pool_threads::WorkerPriority;
 use crate::runtime::shared::Shared;
@@ -57,7 +57,7 @@ pub(crate) trait ConnectionSet: Send {
     fn next_token(&self) -> Token;
 
     /// Makes a connection actor for a socket registered under `next_token`.
-    fn adopt(&mut self, socket: TcpStream, out: &mut Outbox<'_>);
+    fn adopt(&mut self, socket: Accepted, out: &mut Outbox<'_>);
 
     /// Posts `bits` to a connection's mailbox, and wakes it unless a wake
     /// is already on its way.

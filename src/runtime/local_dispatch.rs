@@ -12,11 +12,11 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use mio::net::TcpStream;
 use mio::Token;
 use slab::Slab;
 use uppercut::api::{Actor, AnyActor, AnySender, Envelope};
 
+use crate::net::transport::Accepted;
 use crate::net::transport::Transport;
 use crate::routes::reply::Delivery;
 use crate::runtime::connection::{Connection, ConnectionMode};
@@ -83,7 +83,7 @@ impl ConnectionSet for OwnedConnections {
         Token(self.connections.vacant_key())
     }
 
-    fn adopt(&mut self, socket: TcpStream, _out: &mut Outbox<'_>) {
+    fn adopt(&mut self, socket: Accepted, _out: &mut Outbox<'_>) {
         let Some(transport) = self.shared.transport(socket) else {
             return self.shared.release(1);
         };

@@ -25,11 +25,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use log::{debug, warn};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::actors::port::PortWork;
+use crate::net::transport::Accepted;
 use crate::routes::actor::ActorRequest;
 use crate::routes::reply::Delivery;
 use crate::runtime::connections::{ConnectionSet, Outbox, Turn};
@@ -72,7 +73,7 @@ pub(crate) struct Poller {
     pool_threads: Option<Arc<PoolThreads>>,
     /// Sockets other pollers handed over, taken each round (kept, so taking
     /// them allocates nothing).
-    handed: Vec<TcpStream>,
+    handed: Vec<Accepted>,
     /// Actors' answers, taken each round (kept, as above).
     deliveries: Vec<Delivery>,
     /// What the port held, in buffers kept from round to round.

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use log::warn;
-use mio::net::TcpStream;
 use mio::Registry;
 use uppercut::api::{AnySender, Envelope};
 
@@ -17,7 +16,7 @@ use crate::actors::house::{ActorHouse, CallPath};
 use crate::actors::port::PollerPort;
 use crate::config::Timeouts;
 use crate::http::date::{DateCache, DATE_LEN};
-use crate::net::transport::Transport;
+use crate::net::transport::{Accepted, Transport};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
 use crate::request_stream::OUTPUT_HIGH_WATER;
@@ -114,7 +113,7 @@ impl Shared {
     /// The transport for a socket just accepted: TLS with `--tls-cert`,
     /// else plain. `None` when no TLS session could be made (logged): the
     /// socket closes.
-    pub(crate) fn transport(&self, socket: TcpStream) -> Option<Transport> {
+    pub(crate) fn transport(&self, socket: Accepted) -> Option<Transport> {
         let Some(tls) = &self.tls else {
             return Some(Transport::plain(socket));
         };

@@ -9,11 +9,11 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use log::debug;
-use mio::net::TcpStream;
 use mio::Token;
 use slab::Slab;
 use uppercut::api::{Actor, AnySender, Envelope};
 
+use crate::net::transport::Accepted;
 use crate::net::transport::Transport;
 use crate::routes::reply::Delivery;
 use crate::runtime::connection::{Connection, ConnectionMode};
@@ -90,7 +90,7 @@ impl ConnectionSet for SpawnedConnections {
         Token(self.connections.vacant_key())
     }
 
-    fn adopt(&mut self, socket: TcpStream, out: &mut Outbox<'_>) {
+    fn adopt(&mut self, socket: Accepted, out: &mut Outbox<'_>) {
         let Some(transport) = self.shared.transport(socket) else {
             return self.shared.release(1);
         };

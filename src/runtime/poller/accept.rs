@@ -4,8 +4,8 @@
 
 use std::io::ErrorKind;
 
+use crate::net::transport::Accepted;
 use log::{debug, warn};
-use mio::net::TcpStream;
 use mio::Interest;
 use uppercut::api::AnySender;
 
@@ -22,7 +22,7 @@ impl Poller {
                 return;
             };
             match listener.accept() {
-                Ok((socket, _)) => self.place(socket, sender),
+                Ok((socket, peer)) => self.place(Accepted { socket, peer }, sender),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if is_out_of_resources(&e) => {
@@ -39,7 +39,7 @@ impl Poller {
 
     /// Keeps a connection just accepted, or hands it to the least-loaded
     /// poller if this one holds more (see `balance`).
-    fn place(&mut self, socket: TcpStream, sender: &mut dyn AnySender) {
+    fn place(&mut self, socket: Accepted, sender: &mut dyn AnySender) {
         // Past the limit the connection is closed at once: dropped here.
         if !self.shared.admit() {
             self.shared.count(|m| &m.refused, 1);
@@ -77,7 +77,8 @@ impl Poller {
     }
 
     /// Registers a connection, admitted and counted, and makes its actor.
-    fn adopt(&mut self, mut socket: TcpStream, sender: &mut dyn AnySender) {
+    fn adopt(&mut self, mut accepted: Accepted, sender: &mut dyn AnySender) {
+        let socket = &mut accepted.socket;
         if let Err(e) = socket.set_nodelay(true) {
             debug!("set_nodelay: {e}");
         }
@@ -85,7 +86,7 @@ impl Poller {
         if let Err(e) = self
             .poll
             .registry()
-            .register(&mut socket, token, Interest::READABLE)
+            .register(socket, token, Interest::READABLE)
         {
             warn!("register failed: {e}");
             self.shared.release(1);
@@ -96,6 +97,6 @@ impl Poller {
             sender,
             inbox: &mut self.inbox,
         };
-        self.connections.adopt(socket, &mut out);
+        self.connections.adopt(accepted, &mut out);
     }
 }
