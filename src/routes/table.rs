@@ -7,11 +7,11 @@
 //! answers a matching `If-None-Match` with its canned 304 (`*` matches any
 //! route, a list of tags only a route with an entity tag).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
 use uppercut::api::AnyActor;
 
 use crate::http::method::Method;
@@ -135,7 +135,11 @@ const BLOCKING_THREADS: usize = 8;
 /// other methods is the same route.
 #[derive(Clone)]
 pub struct Routes {
-    by_path: HashMap<Box<[u8]>, usize>,
+    /// Exact paths, hashed with rustc-hash's Fx rather than SipHash: the
+    /// keys are fixed at start, so no client can grow a chain by inserting
+    /// (the flooding SipHash guards against), and a lookup, once per
+    /// request, hashes in a fraction of the instructions.
+    by_path: FxHashMap<Box<[u8]>, usize>,
     /// Path patterns (`/users/{id}`), with their entries; tried after the
     /// exact paths, before the prefixes.
     patterns: Vec<(PathPattern, usize)>,
@@ -176,7 +180,7 @@ impl Routes {
     /// A table with no routes: every path answers 404.
     pub fn new() -> Routes {
         Routes {
-            by_path: HashMap::new(),
+            by_path: FxHashMap::default(),
             patterns: Vec::new(),
             refused: Vec::new(),
             prefixes: Vec::new(),
