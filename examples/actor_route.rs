@@ -3,7 +3,7 @@
 //!     cargo run --release --example actor_route -- 127.0.0.1:8080
 //!     curl localhost:8080/count    # 1, then 2, then 3 ...
 
-use uppercut::api::{AnyActor, AnySender, Envelope};
+use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::{ActorRequest, ActorResponse, Config, Method, Routes, Server};
 
 /// Counts the requests it has answered; the count is its own, so no lock.
@@ -24,7 +24,7 @@ impl AnyActor for Counter {
 fn main() {
     // Before anything starts: a SIGTERM must wait for run_until_signal.
     Server::block_signals();
-    env_logger::init();
+    uppercut_mio_server::init_logging();
     let bind = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8080".into());

@@ -1,8 +1,10 @@
-//! A handler route: a function of the request computes the response.
+//! Handler routes: a function of the request computes the response.
 //!
 //!     cargo run --release --example handler -- 127.0.0.1:8080
 //!     curl -i 'localhost:8080/greet?name=J%C3%BCrgen'    # Hello, Jürgen!
 //!     curl -i 'localhost:8080/greet'                     # 400
+//!     curl -i 'localhost:8080/users/J%C3%BCrgen'         # user Jürgen
+//!     curl -i 'localhost:8080/whoami'                    # 127.0.0.1
 
 use std::fmt::Write;
 
@@ -22,10 +24,25 @@ fn greet(request: &Request<'_>, response: &mut Response<'_>) {
     }
 }
 
+/// `GET /users/{id}` answers `user ID`, the segment decoded.
+fn user(request: &Request<'_>, response: &mut Response<'_>) {
+    let _ = response.header("Content-Type", "text/plain; charset=utf-8");
+    let id = request.param("id").unwrap_or_default();
+    let _ = write!(response, "user {id}");
+}
+
+/// `GET /whoami` answers the client's IP address.
+fn whoami(request: &Request<'_>, response: &mut Response<'_>) {
+    let _ = response.header("Content-Type", "text/plain; charset=utf-8");
+    if let Some(peer) = request.peer_addr() {
+        let _ = write!(response, "{}", peer.ip());
+    }
+}
+
 fn main() {
     // Before anything starts: a SIGTERM must wait for run_until_signal.
     Server::block_signals();
-    env_logger::init();
+    uppercut_mio_server::init_logging();
     let bind = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8080".into());
@@ -33,7 +50,10 @@ fn main() {
         bind: bind.parse().expect("ADDR:PORT"),
         ..Config::default()
     };
-    let routes = Routes::new().handler(&[Method::Get], "/greet", greet);
+    let routes = Routes::new()
+        .handler(&[Method::Get], "/greet", greet)
+        .handler(&[Method::Get], "/users/{id}", user)
+        .handler(&[Method::Get], "/whoami", whoami);
     let server = Server::start(&config, routes).expect("start the server");
     println!("listening on http://{}", server.local_addr());
     // Drains on SIGINT or SIGTERM.

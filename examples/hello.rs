@@ -8,7 +8,7 @@ use uppercut_mio_server::{CannedResponse, Config, Dispatch, Routes, Server};
 fn main() {
     // Before anything starts: a SIGTERM must wait for run_until_signal.
     Server::block_signals();
-    env_logger::init();
+    uppercut_mio_server::init_logging();
     let bind = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8080".into());

@@ -86,6 +86,14 @@ mod ws;
 /// actor routes use the same version.
 pub use uppercut;
 
+/// Logs to standard error at the levels `RUST_LOG` names (`warn` unless
+/// set), as the server binary does, with `env_logger`; a library user who
+/// has a logger of their own installs that instead. Call it once, first.
+pub fn init_logging() {
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .try_init();
+}
+
 pub use config::AccessLogTarget;
 pub use config::{Config, Dispatch, Timeouts, TlsFiles, UpstreamConfig};
 pub use http::method::Method;

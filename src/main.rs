@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     // Before anything else: a SIGTERM between the start line and
     // `run_until_signal` must wait for it, not kill the process.
     Server::block_signals();
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    uppercut_mio_server::init_logging();
     let config = match parse_args(std::env::args_os().skip(1)) {
         Ok(Command::Run(config)) => config,
         Ok(Command::Help) => {
@@ -58,10 +58,9 @@ fn main() -> ExitCode {
 /// a WebSocket echo.
 fn routes() -> Routes {
     Routes::standard()
-        .handler(&[Method::Get], "/hello/handler", |_, response| {
-            let _ = response.header("Content-Type", "text/plain");
-            let _ = response.write_str("Hello, World!");
-        })
+        .handler(&[Method::Get], "/hello/handler", hello)
+        // The same at a path pattern, to weigh matching one.
+        .handler(&[Method::Get], "/hello/param/{name}", hello)
         .actor(&[Method::Get], "/hello/actor", "hello")
         .spawn("hello", Hello::new())
         .actor(&[Method::Get], "/hello/per-poller", "hello-per-poller")
@@ -81,6 +80,12 @@ impl WebSocket for Echo {
             Message::Binary(bytes) => context.send_binary(bytes),
         }
     }
+}
+
+/// `Hello, World!` from a handler.
+fn hello(_: &uppercut_mio_server::Request<'_>, response: &mut uppercut_mio_server::Response<'_>) {
+    let _ = response.header("Content-Type", "text/plain");
+    let _ = response.write_str("Hello, World!");
 }
 
 /// Threads for `/hello/blocking`: as many as the default of blocking handlers.

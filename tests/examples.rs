@@ -68,6 +68,10 @@ fn the_handler_example_greets_and_drains_on_sigterm() {
     let response = get(&mut client, "/greet");
     let body = "400 Bad Request: /greet?name=NAME\n";
     assert_response(&response, &built("400 Bad Request", fields, body));
+    let response = get(&mut client, "/users/J%C3%BCrgen");
+    assert_response(&response, &built("200 OK", fields, "user Jürgen"));
+    let response = get(&mut client, "/whoami");
+    assert_response(&response, &built("200 OK", fields, "127.0.0.1"));
     terminate_and_expect_success(example);
 }
 
@@ -88,4 +92,56 @@ fn the_slow_example_answers_both_routes_and_drains_on_sigterm() {
     assert_response(&get(&mut client, "/slow"), &text("slow"));
     assert_response(&get(&mut client, "/fast"), &text("fast"));
     terminate_and_expect_success(example);
+}
+
+/// Every example compiles in a crate of a user's own that depends on this
+/// one alone: no `uppercut` or `env_logger` of its own (the examples use
+/// the re-exported `uppercut_mio_server::uppercut` and `init_logging`).
+/// `cargo check`, offline, in a target directory of its own (the user
+/// crate's examples share our examples' names), so it runs in well under a
+/// minute once its dependencies are checked.
+#[test]
+fn every_example_compiles_in_a_crate_that_depends_only_on_this_one() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf();
+    let krate = target.join("user-crate");
+    let examples = krate.join("examples");
+    let _ = std::fs::remove_dir_all(&examples);
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::create_dir_all(&examples).unwrap();
+    let manifest = format!(
+        "[package]\nname = \"user-crate\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
+         [dependencies]\nuppercut-mio-server = {{ path = {:?} }}\n\n[workspace]\n",
+        repo.display().to_string()
+    );
+    std::fs::write(krate.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(krate.join("src/main.rs"), "fn main() {}\n").unwrap();
+    // Our lock file, so the same versions resolve offline.
+    std::fs::copy(repo.join("Cargo.lock"), krate.join("Cargo.lock")).unwrap();
+    let mut copied = 0;
+    for entry in std::fs::read_dir(repo.join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "rs") {
+            std::fs::copy(&path, examples.join(path.file_name().unwrap())).unwrap();
+            copied += 1;
+        }
+    }
+    assert!(copied >= 6, "the examples were found");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let checked = Command::new(cargo)
+        .args(["check", "--offline", "--quiet", "--examples"])
+        .current_dir(&krate)
+        .env("CARGO_TARGET_DIR", target.join("user-crate-target"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        checked.status.success(),
+        "an example does not compile in a user's crate:\n{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
 }
