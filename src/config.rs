@@ -9,10 +9,6 @@ use std::time::Duration;
 use crate::http::framing::MAX_BODY_LEN;
 use crate::routes::static_files::StaticLimits;
 
-/// The WebSocket message limit unless set: room for the largest messages
-/// the Autobahn suite sends (16 MiB).
-pub const WS_MAX_MESSAGE: usize = 16 * 1024 * 1024;
-
 /// How a poller's readiness events reach connection actors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
@@ -207,7 +203,7 @@ impl Default for Config {
             pin: false,
             metrics: None,
             max_body: MAX_BODY_LEN,
-            ws_max_message: WS_MAX_MESSAGE,
+            ws_max_message: crate::websocket::DEFAULT_MAX_MESSAGE,
             tls: None,
             headers: Vec::new(),
         }

@@ -198,7 +198,7 @@ impl Routes {
             panic_path: None,
             max_body: MAX_BODY_LEN,
             added: AddedFields::default(),
-            websocket_limits: WsLimits::new(crate::config::WS_MAX_MESSAGE),
+            websocket_limits: WsLimits::new(crate::websocket::DEFAULT_MAX_MESSAGE),
         }
     }
 

@@ -27,6 +27,10 @@ pub use context::WsContext;
 pub use handle::WsHandle;
 pub use outgoing::Outgoing;
 
+/// The WebSocket message limit unless set (`Config::ws_max_message`):
+/// room for the largest messages the Autobahn suite sends (16 MiB).
+pub(crate) const DEFAULT_MAX_MESSAGE: usize = 16 * 1024 * 1024;
+
 /// How much a WebSocket connection holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WsLimits {
