@@ -349,8 +349,8 @@ fn a_client_that_does_not_read_is_cut_at_the_outbound_limit(dispatch: Dispatch) 
         "ends with the 1008 close"
     );
     // A 64 KiB frame has a 10-byte head. How many went out before the cut
-    // depends on what the kernel took meanwhile, but never more than the
-    // limit and its socket buffers.
+    // depends on what the kernel's socket buffers took meanwhile (up to
+    // tcp_wmem's maximum), but at least the limit's worth, and not all.
     let flood = 10 + 64 * 1024;
     let floods = (rest.len() - 18) / flood;
     assert_eq!(
@@ -359,7 +359,7 @@ fn a_client_that_does_not_read_is_cut_at_the_outbound_limit(dispatch: Dispatch) 
         "whole frames, then the close"
     );
     assert!(
-        (16..100).contains(&floods),
+        (16..200).contains(&floods),
         "{floods} frames before the cut"
     );
 }
