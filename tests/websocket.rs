@@ -117,6 +117,41 @@ fn echoes_text_binary_and_pings(dispatch: Dispatch) {
     assert_eq!(client.exactly(expected.len()), expected);
 }
 
+fn fragments_join_and_a_ping_between_them_is_answered_first(dispatch: Dispatch) {
+    let server = start(dispatch);
+    let (mut client, _) = open(&server, "/ws");
+    // "Hello, κόσμε" in three fragments, the κ cut between two, a ping
+    // in between; written a byte at a time.
+    let text = "Hello, κόσμε".as_bytes();
+    let mut frames = masked(1, &text[..7]);
+    frames[0] &= 0x7f;
+    let mut middle = masked(0, &text[7..8]);
+    middle[0] &= 0x7f;
+    frames.extend(middle);
+    frames.extend(masked(9, b"ping"));
+    frames.extend(masked(0, &text[8..]));
+    for byte in frames {
+        client.send(&[byte]);
+    }
+    let mut expected = unmasked(10, b"ping");
+    expected.extend(unmasked(1, text));
+    assert_eq!(client.exactly(expected.len()), expected);
+}
+
+fn a_quiet_client_is_pinged_then_closed(dispatch: Dispatch) {
+    let mut quick = config(dispatch);
+    quick.timeouts.keepalive = Duration::from_millis(300);
+    quick.timeouts.sweep = Duration::from_millis(50);
+    let server = start_with(&quick, routes());
+    let (mut client, _) = open(&server, "/ws");
+    // Quiet for the keep-alive timeout: a ping. Answered, the connection
+    // lives on; quiet again through the next ping, it is closed.
+    assert_eq!(client.exactly(2), unmasked(9, b""));
+    client.send(&masked(10, b""));
+    assert_eq!(client.exactly(2), unmasked(9, b""));
+    client.assert_closed();
+}
+
 fn the_close_handshake_echoes_the_code_and_ends_the_connection(dispatch: Dispatch) {
     let server = start(dispatch);
     let (mut client, _) = open(&server, "/ws");
@@ -366,6 +401,8 @@ fn a_client_that_does_not_read_is_cut_at_the_outbound_limit(dispatch: Dispatch) 
 
 in_both_modes!(
     echoes_text_binary_and_pings,
+    fragments_join_and_a_ping_between_them_is_answered_first,
+    a_quiet_client_is_pinged_then_closed,
     the_close_handshake_echoes_the_code_and_ends_the_connection,
     the_actor_closes_with_its_code_and_reason,
     a_request_without_the_upgrade_gets_426,

@@ -92,6 +92,8 @@ pub(crate) struct Session {
     /// A control frame's payload (at most 125 bytes).
     control: [u8; 125],
     control_len: usize,
+    /// Whole frames received, control frames included.
+    frames: u64,
 }
 
 impl Session {
@@ -106,7 +108,14 @@ impl Session {
             utf8: Utf8Progress::default(),
             control: [0; 125],
             control_len: 0,
+            frames: 0,
         }
+    }
+
+    /// Whole frames received so far, control frames included: a client
+    /// that answers a ping, or pings, is alive though it sends no message.
+    pub(crate) fn frames(&self) -> u64 {
+        self.frames
     }
 
     /// Decodes `input`, calling `on_event` for each event with `out`, into
@@ -264,6 +273,7 @@ impl Session {
         out: &mut BytesMut,
         on_event: &mut impl FnMut(Event<'_>, &mut BytesMut),
     ) -> Result<(), u16> {
+        self.frames += 1;
         let control = &self.control[..self.control_len];
         match frame.opcode {
             0x9 => write_frame(out, Opcode::Pong, control),

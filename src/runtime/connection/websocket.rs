@@ -277,9 +277,8 @@ impl Connection {
                 ..
             } = session;
             let (mut received, mut sent) = (0, 0);
+            let before = frames.frames();
             frames.feed(input, out, |event, out| {
-                *events += 1;
-                *ping_unanswered = false;
                 match event {
                     Event::Text(text) => {
                         received += 1;
@@ -309,6 +308,11 @@ impl Connection {
                     }
                 }
             });
+            // Any frame, a pong or a ping included, shows the client alive.
+            if frames.frames() != before {
+                *events += frames.frames() - before;
+                *ping_unanswered = false;
+            }
             (received, sent)
         });
     }

@@ -162,3 +162,17 @@ fn the_message_buffer_is_reused_and_given_back_when_large() {
     session.feed(&frame(true, 2, &[1; 70_000]), &mut out, |_, _| {});
     assert_eq!(session.message.capacity(), 0, "given back");
 }
+
+#[test]
+fn every_whole_frame_is_counted_control_frames_too() {
+    let mut session = Session::new(1 << 20);
+    let mut out = BytesMut::new();
+    let mut input = frame(false, 1, b"a");
+    input.extend(frame(true, 9, b""));
+    input.extend(frame(true, 10, b""));
+    input.extend(frame(true, 0, b"b"));
+    session.feed(&input[..input.len() - 1], &mut out, |_, _| {});
+    assert_eq!(session.frames(), 3, "the last frame is not whole yet");
+    session.feed(&input[input.len() - 1..], &mut out, |_, _| {});
+    assert_eq!(session.frames(), 4);
+}
