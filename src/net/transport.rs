@@ -10,12 +10,22 @@
 //! queued (in rustls, up to the output high-water mark; past it the caller
 //! keeps the plaintext), which is the backpressure.
 //!
+//! A transport is also the one way bytes reach the client: [`Transport::send`]
+//! puts a batch behind everything sent before it. What the socket (or the
+//! TLS queue) does not take waits in the transport's backlog, and a later
+//! batch joins the backlog's end rather than going to the socket ahead of
+//! it; nothing else can write the socket. That keeps a response or a
+//! WebSocket frame whole whoever produced it and whenever: an actor's
+//! answer, mail from another poller, a ping, a close.
+//!
 //! The first byte of a TLS connection is a handshake record's (0x16): a
 //! client whose first byte is anything else is not speaking TLS, and one
 //! whose first byte is an upper-case letter is almost surely sending a plain
 //! HTTP request, which the caller answers as nginx does.
 
 use std::io::{self, ErrorKind, Read, Write};
+
+use bytes::{Buf, BytesMut};
 use std::net::{Shutdown, SocketAddr};
 
 use mio::net::TcpStream;
@@ -51,6 +61,17 @@ pub(crate) enum Handshake {
     Failed(String),
 }
 
+/// What a transport counted since the caller last asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WireCounts {
+    /// Bytes read from the socket.
+    pub(crate) received: usize,
+    /// Bytes written to the socket.
+    pub(crate) sent: usize,
+    /// Bytes of what was sent that the socket (or the TLS queue) took.
+    pub(crate) taken: usize,
+}
+
 /// A socket just accepted, and the address of its peer (which accept
 /// returns: keeping it saves a `getpeername` for the access log and
 /// `Request::peer_addr`).
@@ -65,10 +86,16 @@ pub(crate) struct Transport {
     socket: TcpStream,
     peer: SocketAddr,
     tls: Option<Box<TlsState>>,
-    /// Bytes read from and written to the socket since the caller last
+    /// What was sent and not yet taken, in order: plaintext, written to
+    /// the socket (or encrypted) before anything sent after it. Empty, and
+    /// holding no memory, while the client keeps up.
+    backlog: BytesMut,
+    /// Bytes read from and written to the socket, and bytes of what was
+    /// sent that the socket (or the TLS queue) took, since the caller last
     /// took the counts.
     wire_in: usize,
     wire_out: usize,
+    taken: usize,
 }
 
 struct TlsState {
@@ -89,8 +116,10 @@ impl Transport {
             socket: accepted.socket,
             peer: accepted.peer,
             tls: None,
+            backlog: BytesMut::new(),
             wire_in: 0,
             wire_out: 0,
+            taken: 0,
         }
     }
 
@@ -112,8 +141,10 @@ impl Transport {
                 plaintext: 0,
                 handshake: None,
             })),
+            backlog: BytesMut::new(),
             wire_in: 0,
             wire_out: 0,
+            taken: 0,
         }
     }
 
@@ -138,10 +169,15 @@ impl Transport {
         self.tls.as_mut().and_then(|tls| tls.handshake.take())
     }
 
-    /// Bytes read from and written to the socket since the last call.
-    pub(crate) fn take_wire_counts(&mut self) -> (usize, usize) {
-        let counts = (self.wire_in, self.wire_out);
-        (self.wire_in, self.wire_out) = (0, 0);
+    /// Since the last call: bytes read from and written to the socket, and
+    /// bytes of what was sent that the socket (or the TLS queue) took.
+    pub(crate) fn take_wire_counts(&mut self) -> WireCounts {
+        let counts = WireCounts {
+            received: self.wire_in,
+            sent: self.wire_out,
+            taken: self.taken,
+        };
+        (self.wire_in, self.wire_out, self.taken) = (0, 0, 0);
         counts
     }
 
@@ -222,7 +258,7 @@ impl Transport {
                     tls.handshake = Some(Handshake::Failed(e.to_string()));
                 }
                 // The alert rustls queued, if the socket takes it.
-                let _ = self.flush();
+                let _ = self.send_records();
                 return Err(io::Error::new(ErrorKind::InvalidData, e));
             }
         }
@@ -232,7 +268,7 @@ impl Transport {
         // Handshake records to send; what the socket will not take now waits
         // for `flush` (the caller asks for WRITABLE while `has_pending`).
         if tls.session.wants_write() {
-            self.flush()?;
+            self.send_records()?;
         }
         let Some(tls) = &mut self.tls else {
             return Ok(Some(Received::Nothing));
@@ -243,22 +279,83 @@ impl Transport {
         Ok(tls.socket_drained.then_some(Received::Nothing))
     }
 
-    /// Writes plaintext; how much was taken. Plain TCP writes to the socket
-    /// until it is full: what it does not take, it would not take now. TLS
-    /// encrypts into the session's queue what fits there, and sends
-    /// nothing: the caller then `flush`es, and writes again while the queue
-    /// drains, until the socket is full.
-    pub(crate) fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let Some(tls) = &mut self.tls else {
-            let written = write_until_blocked(&mut self.socket, data)?;
-            self.wire_out += written;
-            return Ok(written);
+    /// Sends `batch` after everything sent before it: straight to the
+    /// socket (or the TLS queue) when nothing waits, else behind what
+    /// waits; then writes what it can. What the socket does not take stays
+    /// in the backlog for [`Transport::flush`] (the caller asks for
+    /// WRITABLE while [`Transport::is_backed_up`]).
+    pub(crate) fn send(&mut self, batch: &[u8]) -> io::Result<()> {
+        if batch.is_empty() {
+            return self.flush().map(drop);
+        }
+        if self.backlog.is_empty() {
+            let written = self.write_now(batch)?;
+            self.backlog.extend_from_slice(&batch[written..]);
+        } else {
+            self.backlog.extend_from_slice(batch);
+        }
+        self.flush().map(drop)
+    }
+
+    /// Writes what waits (TLS records queued, then the backlog) until all
+    /// of it went or the socket is full: with edge-triggered readiness a
+    /// new writable edge comes only after a write the socket refused. True
+    /// when all of it went.
+    pub(crate) fn flush(&mut self) -> io::Result<bool> {
+        loop {
+            if !self.send_records()? {
+                return Ok(false);
+            }
+            if self.backlog.is_empty() {
+                // A client that caught up holds no buffer.
+                self.backlog = BytesMut::new();
+                return Ok(true);
+            }
+            let backlog = std::mem::take(&mut self.backlog);
+            let written = self.write_now(&backlog);
+            self.backlog = backlog;
+            self.backlog.advance(written?);
+            // Plain TCP took what the socket would: the rest waits for it.
+            // TLS queued records, which the next turn sends.
+            if !self.has_pending_records() && !self.backlog.is_empty() {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Something sent waits for the socket: plaintext in the backlog, or
+    /// TLS records queued.
+    pub(crate) fn is_backed_up(&self) -> bool {
+        !self.backlog.is_empty() || self.has_pending_records()
+    }
+
+    /// Bytes of plaintext sent that wait in the backlog (not counting TLS
+    /// records already queued, at most the high-water mark).
+    pub(crate) fn backlog_len(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Writes plaintext now, ahead of nothing: only `send` and `flush`
+    /// call it, once the backlog is empty or with the backlog's head. How
+    /// much was taken. Plain TCP writes to the socket until it is full:
+    /// what it does not take, it would not take now. TLS encrypts into the
+    /// session's queue what fits there, and sends nothing: `flush` then
+    /// sends, and writes again while the queue drains.
+    fn write_now(&mut self, data: &[u8]) -> io::Result<usize> {
+        let written = match &mut self.tls {
+            None => {
+                let written = write_until_blocked(&mut self.socket, data)?;
+                self.wire_out += written;
+                written
+            }
+            Some(tls) => tls.session.writer().write(data)?,
         };
-        tls.session.writer().write(data)
+        self.taken += written;
+        Ok(written)
     }
 
     /// Sends the TLS records queued; true when none is left.
-    pub(crate) fn flush(&mut self) -> io::Result<bool> {
+    fn send_records(&mut self) -> io::Result<bool> {
         let Some(tls) = &mut self.tls else {
             return Ok(true);
         };
@@ -275,7 +372,7 @@ impl Transport {
     }
 
     /// TLS records are queued that the socket has not taken.
-    pub(crate) fn has_pending(&self) -> bool {
+    fn has_pending_records(&self) -> bool {
         self.tls
             .as_ref()
             .is_some_and(|tls| tls.session.wants_write())
@@ -294,7 +391,7 @@ impl Transport {
         if let Some(tls) = &mut self.tls {
             if !tls.session.is_handshaking() {
                 tls.session.send_close_notify();
-                self.flush()?;
+                self.send_records()?;
             }
         }
         self.socket.shutdown(Shutdown::Write)

@@ -74,7 +74,6 @@ pub(crate) struct Connection {
     /// How it reads, and deals with its poller, in its dispatch mode.
     mode: &'static dyn ConnectionMode,
     stream: RequestStream,
-    output: BytesMut,
     /// WRITABLE is registered: output is backed up.
     writable_interest: bool,
     /// Some output was written in the current round of work.
@@ -123,7 +122,6 @@ impl Connection {
             shared,
             mode,
             stream,
-            output: BytesMut::new(),
             writable_interest: false,
             wrote: false,
             timer,
@@ -246,11 +244,12 @@ impl Connection {
                 let date = self.shared.date();
                 self.stream
                     .time_out(self.shared.routes(), &date, &mut scratch.output);
-                // One try: a client this slow gets no more of our time.
-                let written = self.transport.write(&scratch.output)?;
-                let _ = self.transport.flush();
+                // One try, behind what waits: a client this slow gets no
+                // more of our time.
+                let sent = self.transport.send(&scratch.output);
+                scratch.output.clear();
                 self.note_wire();
-                self.stream.sent(written);
+                sent?;
                 Ok(Flow::Close)
             }
             Some(Expiry::Idle) => {
@@ -349,7 +348,7 @@ impl Connection {
     /// a pipeline caught between two reads would look the same.
     pub(super) fn judge_head(&mut self) {
         self.head_judged = true;
-        if self.stream.is_in_flight_alone() && self.output.is_empty() {
+        if self.stream.is_in_flight_alone() && !self.transport.is_backed_up() {
             self.stream.close_after_response();
         }
     }
@@ -362,7 +361,7 @@ impl Connection {
             // finish within the header timeout too.
             mid_request: self.stream.is_mid_request() || self.transport.is_handshaking(),
             responses: websocket.unwrap_or_else(|| self.stream.responses()),
-            backed_up: !self.output.is_empty(),
+            backed_up: self.transport.is_backed_up(),
             wrote: self.wrote,
             awaiting: self.call.map(|call| call.timeout),
             lingering: self.lingering,
@@ -404,13 +403,17 @@ impl Connection {
         self.shared.count(counter, n);
     }
 
-    /// Counts the bytes the socket carried since the last count, and the
-    /// TLS handshake's fate if it was decided.
+    /// Counts the bytes the socket carried since the last count (and tells
+    /// the request stream how much of its output went), and the TLS
+    /// handshake's fate if it was decided.
     fn note_wire(&mut self) {
-        let (received, sent) = self.transport.take_wire_counts();
-        self.count(|m| &m.bytes_received, received);
-        self.count(|m| &m.bytes_sent, sent);
-        self.wrote |= sent > 0;
+        let counts = self.transport.take_wire_counts();
+        self.count(|m| &m.bytes_received, counts.received);
+        self.count(|m| &m.bytes_sent, counts.sent);
+        self.wrote |= counts.sent > 0;
+        if counts.taken > 0 {
+            self.stream.sent(counts.taken);
+        }
         let handshake = self.transport.take_handshake();
         self.note_handshake(handshake);
     }

@@ -6,7 +6,7 @@
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use mio::Interest;
 use uppercut::api::AnySender;
 
@@ -39,7 +39,7 @@ impl Connection {
         loop {
             // Output we owe goes first. While the client does not take it,
             // read nothing more: that is the backpressure.
-            if (!self.output.is_empty() || self.transport.has_pending()) && !self.flush()? {
+            if self.transport.is_backed_up() && !self.flush()? {
                 self.set_writable_interest(true)?;
                 return Ok(Flow::Open);
             }
@@ -109,46 +109,21 @@ impl Connection {
         Ok(Flow::Open)
     }
 
-    /// Writes a batch of responses; what the transport does not take is
-    /// kept.
+    /// Sends a batch of responses (or frames) behind everything sent
+    /// before it; what the socket does not take waits in the transport.
     pub(super) fn write_batch(&mut self, batch: &mut BytesMut) -> io::Result<()> {
-        let written = self.transport.write(batch);
-        self.note_wire();
-        if let Ok(written) = written {
-            self.stream.sent(written);
-            self.output.extend_from_slice(&batch[written..]);
-        }
+        let sent = self.transport.send(batch);
         batch.clear();
-        written?;
-        self.flush().map(drop)
+        self.note_wire();
+        sent
     }
 
-    /// Writes what is owed (TLS records queued, then kept output) until all
-    /// of it went, or the socket is full: with edge-triggered readiness a
-    /// new writable edge comes only after a write the socket refused. True
-    /// when all of it went.
+    /// Writes what waits until all of it went (true), or the socket is
+    /// full.
     pub(super) fn flush(&mut self) -> io::Result<bool> {
-        loop {
-            let sent = self.transport.flush();
-            self.note_wire();
-            if !sent? {
-                return Ok(false);
-            }
-            if self.output.is_empty() {
-                self.output = BytesMut::new();
-                return Ok(true);
-            }
-            let written = self.transport.write(&self.output);
-            self.note_wire();
-            let written = written?;
-            self.stream.sent(written);
-            self.output.advance(written);
-            // Plain TCP took what the socket would: the rest waits for it.
-            // TLS queued records, which the next turn sends.
-            if !self.transport.has_pending() && !self.output.is_empty() {
-                return Ok(false);
-            }
-        }
+        let flushed = self.transport.flush();
+        self.note_wire();
+        flushed
     }
 
     /// A plain HTTP request to a TLS port gets nginx's answer, a 400 in

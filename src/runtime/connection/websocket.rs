@@ -190,7 +190,7 @@ impl Connection {
         // As `drive`: in `local` dispatch a short read emptied the socket.
         let mut input_used_up = false;
         loop {
-            if (!self.output.is_empty() || self.transport.has_pending()) && !self.flush()? {
+            if self.transport.is_backed_up() && !self.flush()? {
                 self.ws_note_unsent();
                 self.set_writable_interest(true)?;
                 return Ok(Flow::Open);
@@ -319,7 +319,7 @@ impl Connection {
 
     /// Writes what the actor's mail holds, and hands it its envelopes.
     fn ws_mail(&mut self, scratch: &mut Scratch, sender: &dyn AnySender) -> io::Result<Flow> {
-        let unsent = self.output.len();
+        let unsent = self.transport.backlog_len();
         let outbound = self.shared.routes().websocket_limits().outbound;
         self.ws_run(scratch, sender, |session, out, sender| {
             let WsSession { peer, mail, .. } = session;
@@ -375,7 +375,7 @@ impl Connection {
     fn ws_settle(&mut self, scratch: &mut Scratch) -> io::Result<()> {
         let outbound = self.shared.routes().websocket_limits().outbound;
         if let Some(session) = self.websocket.as_deref_mut() {
-            if self.output.len() + scratch.output.len() > outbound {
+            if self.transport.backlog_len() + scratch.output.len() > outbound {
                 session.peer.close.get_or_insert_with(too_far_behind);
             }
             if let Some(close) = session.peer.close.take() {
@@ -400,7 +400,7 @@ impl Connection {
         self.ws_note_unsent();
         // Mail can back the output up between reads: ask for the edge
         // that says the client has taken some.
-        if !self.output.is_empty() || self.transport.has_pending() {
+        if self.transport.is_backed_up() {
             self.set_writable_interest(true)?;
         }
         Ok(())
@@ -409,7 +409,7 @@ impl Connection {
     /// Tells the mail's limit what the socket has not taken yet.
     fn ws_note_unsent(&self) {
         if let Some(session) = self.websocket.as_deref() {
-            let unsent = self.output.len();
+            let unsent = self.transport.backlog_len();
             session.peer.handle.bag.set_unsent(unsent);
         }
     }
