@@ -72,6 +72,7 @@ pub mod sans_io;
 mod actors;
 mod http;
 mod log_limit;
+mod nats;
 mod net;
 mod observe;
 mod request_stream;
