@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::AccessLogTarget;
+use crate::config::{host_node_name, ClusterConfig, NatsUrl};
 use crate::config::{Config, Dispatch, TlsFiles, UpstreamConfig};
 use crate::http::response_fields::AddedFields;
 
@@ -27,7 +28,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
                            [--tls-cert PATH --tls-key PATH] [--header 'NAME: VALUE']...
-                           [--access-log PATH|-] [--metrics ADDR:PORT] [--version] [--help]
+                           [--access-log PATH|-] [--metrics ADDR:PORT]
+                           [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
+                                                [--nats-prefix NAME] [--nats-buffer SIZE]]
+                           [--actor-route PATH=ADDRESS]... [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
                             name is resolved now, to its first address
@@ -78,6 +82,21 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
   --metrics ADDR:PORT       serve GET /metrics (Prometheus text format: per-poller
                             connections, requests by status, bytes, timeouts,
                             upstream) on a listener of its own (default: off)
+  --nats URL[,URL]...       join a cluster of servers through these NATS servers
+                            (nats://HOST:PORT, tls://HOST:PORT; user:password@ or
+                            token@ before the host): actors become reachable from
+                            every server as NAME@NODE, topics reach every server
+  --node NAME               this server's name in the cluster (default: the host
+                            name); letters, digits, - and _
+  --nats-ca PATH            trust the certificates in PATH (PEM) for tls:// servers
+                            (default: the system's)
+  --nats-prefix NAME        the first token of the cluster's subjects (default upc),
+                            so that clusters can share a NATS
+  --nats-buffer SIZE        what may wait to be sent to NATS, per poller; past it,
+                            sends are refused and counted (default 8M)
+  --actor-route PATH=ADDRESS  answer PATH (every method) from the actor at ADDRESS:
+                            one of this server's, or NAME@NODE on another server,
+                            or NAME@* on whichever serves NAME; repeat for more
   --version                 print the version
   --help                    print this help
 
@@ -168,6 +187,11 @@ where
     let (mut upstream_conns, mut upstream_timeout, mut upstream_queue) = (None, None, None);
     let mut static_limit_flag = None;
     let (mut tls_cert, mut tls_key) = (None, None);
+    let mut nats: Option<Vec<NatsUrl>> = None;
+    let mut node = None;
+    let mut nats_ca = None;
+    let mut nats_prefix = None;
+    let mut nats_buffer = None;
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         let flag = match arg {
             lexopt::Arg::Long(name) => format!("--{name}"),
@@ -240,8 +264,53 @@ where
                     _ => AccessLogTarget::File(PathBuf::from(value)),
                 })
             }
+            "--nats" => {
+                nats = Some(NatsUrl::parse_list(&value()?).map_err(|e| format!("--nats: {e}"))?)
+            }
+            "--node" => node = Some(value()?),
+            "--nats-ca" => nats_ca = Some(path(&flag, os_value()?)?),
+            "--nats-prefix" => nats_prefix = Some(value()?),
+            "--nats-buffer" => {
+                let size = parse_size(&flag, &value()?)?;
+                nats_buffer = Some(usize::try_from(size).unwrap_or(usize::MAX));
+            }
+            "--actor-route" => {
+                let value = value()?;
+                let Some((path, address)) = value.split_once('=') else {
+                    return Err(format!(
+                        "--actor-route: expected PATH=ADDRESS, not {value:?}"
+                    ));
+                };
+                if !path.starts_with('/') || address.is_empty() {
+                    return Err(format!(
+                        "--actor-route: expected /PATH=ADDRESS, not {value:?}"
+                    ));
+                }
+                config
+                    .actor_routes
+                    .push((path.to_string(), address.to_string()));
+            }
             _ => return Err(format!("unknown flag: {flag}")),
         }
+    }
+    match nats {
+        Some(servers) => {
+            let node = node.unwrap_or_else(host_node_name);
+            let mut cluster = ClusterConfig::new(servers, &node);
+            cluster.ca = nats_ca;
+            cluster.prefix = nats_prefix.unwrap_or(cluster.prefix);
+            cluster.buffer = nats_buffer.unwrap_or(cluster.buffer);
+            cluster.check()?;
+            config.cluster = Some(cluster);
+        }
+        None if node.is_some()
+            || nats_ca.is_some()
+            || nats_prefix.is_some()
+            || nats_buffer.is_some() =>
+        {
+            return Err("--node, --nats-ca, --nats-prefix and --nats-buffer need --nats".into())
+        }
+        None => {}
     }
     if let (Some(flag), None) = (static_limit_flag, &config.static_dir) {
         return Err(format!("{flag} needs --static-dir"));
@@ -309,6 +378,14 @@ pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>
         line.push_str(&format!(
             ", upstream http://{}{}",
             upstream.host, upstream.path
+        ));
+    }
+    if let Some(cluster) = &config.cluster {
+        let servers: Vec<String> = cluster.servers.iter().map(ToString::to_string).collect();
+        line.push_str(&format!(
+            ", node {} via {}",
+            cluster.node,
+            servers.join(",")
         ));
     }
     line.push(')');

@@ -7,6 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::http::framing::MAX_BODY_LEN;
+pub use crate::nats::url::NatsUrl;
 use crate::routes::static_files::StaticLimits;
 
 /// How a poller's readiness events reach connection actors.
@@ -173,6 +174,115 @@ pub struct Config {
     /// (`Content-Length`, `Transfer-Encoding`, `Date`, `Server`,
     /// `Connection`, `Content-Type`).
     pub headers: Vec<(String, String)>,
+    /// Join a cluster of servers over NATS (`--nats`); without it, every
+    /// actor is local and `name@node` addresses are refused.
+    pub cluster: Option<ClusterConfig>,
+    /// Actor routes added to the server's (`--actor-route PATH=ADDRESS`):
+    /// every method at `PATH` goes to the actor at `ADDRESS`, which may be
+    /// on another server (`name@node`, `name@*`).
+    pub actor_routes: Vec<(String, String)>,
+}
+
+/// How the server joins its cluster: the NATS servers to connect to, the
+/// name it goes by, and what TLS trusts (`--nats`, `--node`, `--nats-ca`).
+/// Credentials (a user and password, or a token) go in the URLs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// The NATS servers, tried in turn (`nats://`, `tls://`; a user and
+    /// password or a token may be in the URL).
+    pub servers: Vec<NatsUrl>,
+    /// This server's name in the cluster: `counter@NODE` reaches the actor
+    /// `counter` spawned here. Letters, digits, `-` and `_`.
+    pub node: String,
+    /// PEM certificates to trust for `tls://` servers, instead of the
+    /// system's.
+    pub ca: Option<PathBuf>,
+    /// The first token of every subject the cluster uses, so that several
+    /// clusters can share one NATS.
+    pub prefix: String,
+    /// How long the NATS server may be quiet before it is pinged; two
+    /// pings unanswered drop the connection.
+    pub ping_interval: Duration,
+    /// The most bytes that may wait to be sent to NATS, per poller; past
+    /// it, sends are refused (and counted).
+    pub buffer: usize,
+    /// How long a request to another server is remembered for its answer
+    /// (the routes' own reply timeouts still apply).
+    pub call_timeout: Duration,
+}
+
+impl ClusterConfig {
+    /// Joins through `servers` as `node`, with the defaults for the rest.
+    pub fn new(servers: Vec<NatsUrl>, node: &str) -> ClusterConfig {
+        ClusterConfig {
+            servers,
+            node: node.to_string(),
+            ca: None,
+            prefix: "upc".to_string(),
+            ping_interval: Duration::from_secs(20),
+            buffer: 8 << 20,
+            call_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Checks what a running server relies on: a server to connect to,
+    /// a node name and a prefix that are each one subject token.
+    pub fn check(&self) -> Result<(), String> {
+        if self.servers.is_empty() {
+            return Err("--nats: no server".into());
+        }
+        let token = |text: &str| {
+            !text.is_empty()
+                && text
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if !token(&self.node) {
+            return Err(format!(
+                "--node {:?}: use letters, digits, '-' and '_'",
+                self.node
+            ));
+        }
+        if !token(&self.prefix) {
+            return Err(format!(
+                "--nats-prefix {:?}: use letters, digits, '-' and '_'",
+                self.prefix
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// This machine's host name, as a node name: what `--node` defaults to
+/// (characters a node name may not hold become `-`).
+pub fn host_node_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length, and gethostname writes
+    // at most that many bytes.
+    let written = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name = match written {
+        0 => {
+            let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+            String::from_utf8_lossy(&buf[..end]).into_owned()
+        }
+        _ => String::new(),
+    };
+    let name: String = name
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                true => c,
+                false => '-',
+            },
+        )
+        .collect();
+    match name.is_empty() {
+        true => "node".to_string(),
+        false => name,
+    }
 }
 
 /// The certificate chain and private key HTTPS is served with, as PEM files
@@ -206,6 +316,8 @@ impl Default for Config {
             ws_max_message: crate::websocket::DEFAULT_MAX_MESSAGE,
             tls: None,
             headers: Vec::new(),
+            cluster: None,
+            actor_routes: Vec::new(),
         }
     }
 }

@@ -70,8 +70,10 @@ pub mod config;
 pub mod sans_io;
 
 mod actors;
+mod cluster;
 mod http;
 mod log_limit;
+mod mail;
 mod nats;
 mod net;
 mod observe;
@@ -96,9 +98,11 @@ pub fn init_logging() {
 }
 
 pub use config::AccessLogTarget;
+pub use config::{host_node_name, ClusterConfig, NatsUrl};
 pub use config::{Config, Dispatch, Timeouts, TlsFiles, UpstreamConfig};
 pub use http::method::Method;
 pub use http::response::{CannedResponse, ResponseError};
+pub use mail::{last_send_error, SendError, Subscribe, Unsubscribe};
 pub use routes::actor::ActorRequest;
 pub use routes::actor_response::ActorResponse;
 pub use routes::handler::Response;

@@ -105,7 +105,7 @@ struct Member;
 impl WebSocket for Member {
     fn on_open(&mut self, context: &mut WsContext<'_>) {
         let me = context.handle();
-        context.send_to("room", ToRoom::Join(me));
+        context.send_to("room", ToRoom::Join(me)).unwrap();
     }
 
     fn on_message(&mut self, _message: Message<'_>, _context: &mut WsContext<'_>) {}
@@ -117,7 +117,9 @@ struct Talker;
 impl WebSocket for Talker {
     fn on_message(&mut self, message: Message<'_>, context: &mut WsContext<'_>) {
         if let Message::Text(text) = message {
-            context.send_to("room", ToRoom::Say(Outgoing::text(text)));
+            context
+                .send_to("room", ToRoom::Say(Outgoing::text(text)))
+                .unwrap();
         }
     }
 }

@@ -417,11 +417,11 @@ fn a_message_from_outside_the_server_arrives(dispatch: Dispatch) {
         .actor(&[Method::Get], "/count", "adder")
         .spawn("adder", Adder::default());
     let server = start_with(&config(dispatch), routes);
-    server.send("adder", Envelope::of(Add(40)));
+    server.send("adder", Envelope::of(Add(40))).unwrap();
     let mut client = Client::connect(server.local_addr());
     // Queued before the request, so run before it.
     assert_response(&get(&mut client, "/count"), &text("41"));
-    server.send("adder", Envelope::of(Add(10)));
+    server.send("adder", Envelope::of(Add(10))).unwrap();
     assert_response(&get(&mut client, "/count"), &text("52"));
 }
 

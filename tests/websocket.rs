@@ -229,13 +229,18 @@ fn broken_rules_get_the_close_rfc_6455_prescribes(dispatch: Dispatch) {
 fn mail_reaches_the_actor_by_address_and_by_handle(dispatch: Dispatch) {
     let server = start(dispatch);
     let (mut client, address) = open(&server, "/ws");
-    server.send(&address, Envelope::of("from outside".to_string()));
+    server
+        .send(&address, Envelope::of("from outside".to_string()))
+        .unwrap();
     let expected = unmasked(1, b"mail: from outside");
     assert_eq!(client.exactly(expected.len()), expected);
     // A closed connection's address reaches nothing, and nothing breaks.
     client.send(&masked(8, &1000u16.to_be_bytes()));
     assert_eq!(client.rest_until_close(), close_frame(1000));
-    server.send(&address, Envelope::of("too late".to_string()));
+    // Closed: dropped, as uppercut drops a send to a stopped actor.
+    server
+        .send(&address, Envelope::of("too late".to_string()))
+        .unwrap();
     let (mut other, _) = open(&server, "/ws");
     other.send(&masked(1, b"still here"));
     assert_eq!(other.exactly(12), unmasked(1, b"still here"));
@@ -302,12 +307,14 @@ struct Member;
 impl WebSocket for Member {
     fn on_open(&mut self, context: &mut WsContext<'_>) {
         let me = context.handle();
-        context.send_to("room", ToRoom::Join(me));
+        context.send_to("room", ToRoom::Join(me)).unwrap();
     }
 
     fn on_message(&mut self, message: Message<'_>, context: &mut WsContext<'_>) {
         if let Message::Text(text) = message {
-            context.send_to("room", ToRoom::Say(text.to_string()));
+            context
+                .send_to("room", ToRoom::Say(text.to_string()))
+                .unwrap();
         }
     }
 
@@ -374,7 +381,9 @@ fn a_client_that_does_not_read_is_cut_at_the_outbound_limit(dispatch: Dispatch) 
     // socket buffers can take: past the limit the rest is dropped, and the
     // connection closes with 1008.
     for _ in 0..200 {
-        server.send(&address, Envelope::of("flood".to_string()));
+        server
+            .send(&address, Envelope::of("flood".to_string()))
+            .unwrap();
     }
     let rest = client.rest_until_close();
     let mut cut = 1008u16.to_be_bytes().to_vec();

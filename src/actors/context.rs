@@ -107,6 +107,17 @@ impl<'a> RunContext<'a> {
         result
     }
 
+    /// Where the server's actors are.
+    pub(crate) fn directory(&self) -> &Directory {
+        self.directory
+    }
+
+    /// Sends `envelope` to `to` as `from` would (a message from another
+    /// server, on this poller's thread), then runs what that set running.
+    pub(crate) fn send_as(&self, from: &str, to: &str, envelope: Envelope) {
+        self.run_as(from, |sender| sender.send(to, envelope));
+    }
+
     /// Calls `actor`'s `on_stop`, with its own sender; a panic there is
     /// only logged.
     pub(crate) fn stop_actor(&self, address: &str, actor: &mut Actor) {
@@ -151,6 +162,14 @@ impl Runner for RunContext<'_> {
     }
 }
 
+/// Who a message is from: what its envelope says, else the sender.
+fn sender_of(envelope: &Envelope, me: &str) -> String {
+    match envelope.from.is_empty() {
+        true => me.to_string(),
+        false => envelope.from.clone(),
+    }
+}
+
 /// The sender an owned actor gets: its own address, the server's actors
 /// reached directly, and the uppercut system for the rest.
 struct HostedSender<'a> {
@@ -178,6 +197,18 @@ impl AnySender for HostedSender<'_> {
             Some(Resolved::Blocking(pool)) => pool.submit(envelope),
             Some(Resolved::WebSocket(handle)) => {
                 handle.mail(envelope);
+            }
+            Some(Resolved::Remote(to)) => {
+                let from = sender_of(&envelope, self.me);
+                context.directory.send_remote(&to, &from, envelope);
+            }
+            Some(Resolved::Topic(topic)) => {
+                let from = sender_of(&envelope, self.me);
+                context
+                    .directory
+                    .to_topic(topic, &from, envelope, |address, envelope| {
+                        self.send(address, envelope)
+                    });
             }
             None => context.to_system(Relayed::Send(address.to_string(), envelope)),
         }

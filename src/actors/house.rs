@@ -19,6 +19,7 @@ use crate::actors::context::RunContext;
 use crate::actors::directory::{Dest, Directory};
 use crate::actors::forwarder::Forwarder;
 use crate::actors::port::{PollerPort, Relayed};
+use crate::actors::remote::{split_node, Remote, RemoteAddr, ANY_NODE};
 use crate::actors::timer::Timer;
 use crate::routes::handler::Handler;
 use crate::routes::spawns::{Factory, SpawnKind};
@@ -36,6 +37,9 @@ pub(crate) enum CallPath {
     BlockingHandler(Arc<BlockingPool>, Handler),
     /// The poller's own upstream pool.
     Upstream,
+    /// An actor on another server (`name@node`, or `name@*` when no actor
+    /// here has the name), through the poller's NATS link.
+    Remote(RemoteAddr),
 }
 
 /// The owned actors of one server.
@@ -73,9 +77,14 @@ const HANDLER_POOL: &str = "blocking-handlers";
 impl ActorHouse {
     /// Builds the actors `routes` declares, for pollers with `ports`, and
     /// starts their threads; an error names the route or address at fault.
-    pub(crate) fn start(routes: &Routes, ports: Vec<Arc<PollerPort>>) -> io::Result<ActorHouse> {
+    /// `node` is this server's name in its cluster, if it joins one.
+    pub(crate) fn start(
+        routes: &Routes,
+        ports: Vec<Arc<PollerPort>>,
+        node: Option<&str>,
+    ) -> io::Result<ActorHouse> {
         let pollers = ports.len().max(1);
-        check_routes(routes)?;
+        check_routes(routes, node)?;
         let mut by_address = HashMap::new();
         let mut cells = Vec::new();
         let mut to_start: Vec<(Arc<BlockingPool>, usize, Factory)> = Vec::new();
@@ -146,7 +155,7 @@ impl ActorHouse {
             pool.start(threads, factory, Arc::clone(&runner))?;
         }
         house.paths = (0..pollers)
-            .map(|poller| house.resolve(routes, poller, handler_pool.as_ref()))
+            .map(|poller| house.resolve(routes, poller, handler_pool.as_ref(), node))
             .collect::<io::Result<_>>()?;
         Ok(house)
     }
@@ -157,6 +166,7 @@ impl ActorHouse {
         routes: &Routes,
         poller: usize,
         handlers: Option<&Arc<BlockingPool>>,
+        node: Option<&str>,
     ) -> io::Result<Vec<CallPath>> {
         let resolve = |route: &ActorRoute| {
             Ok(match &route.target {
@@ -169,14 +179,33 @@ impl ActorHouse {
                         Arc::clone(routes.handler_at(*index)),
                     )
                 }
-                CallTarget::Address(address) => match self.directory.get(address) {
-                    Some(Dest::Shared(cell)) => CallPath::Cell(Arc::clone(cell)),
-                    Some(Dest::PerPoller { cells, .. }) => {
-                        CallPath::Cell(Arc::clone(&cells[poller % cells.len()]))
+                CallTarget::Address(address) => {
+                    let local = match split_node(address) {
+                        // This node's own, or any node's where this one
+                        // has it: the local actor.
+                        Some((name, at))
+                            if Some(at) == node
+                                || (at == ANY_NODE && self.directory.get(name).is_some()) =>
+                        {
+                            name
+                        }
+                        Some((name, at)) => {
+                            return Ok(CallPath::Remote(RemoteAddr {
+                                name: name.to_string(),
+                                node: at.to_string(),
+                            }))
+                        }
+                        None => address.as_str(),
+                    };
+                    match self.directory.get(local) {
+                        Some(Dest::Shared(cell)) => CallPath::Cell(Arc::clone(cell)),
+                        Some(Dest::PerPoller { cells, .. }) => {
+                            CallPath::Cell(Arc::clone(&cells[poller % cells.len()]))
+                        }
+                        Some(Dest::Blocking(pool)) => CallPath::Blocking(Arc::clone(pool)),
+                        None => return Err(no_actor(route, address)),
                     }
-                    Some(Dest::Blocking(pool)) => CallPath::Blocking(Arc::clone(pool)),
-                    None => return Err(no_actor(route, address)),
-                },
+                }
             })
         };
         routes.actor_routes().iter().map(resolve).collect()
@@ -210,6 +239,16 @@ impl ActorHouse {
             .entries()
             .map(|(address, _)| forwarder(address))
             .collect()
+    }
+
+    /// Joins the cluster: addresses on other nodes and topics reach them.
+    pub(crate) fn join(&self, remote: Arc<dyn Remote>) {
+        self.directory.join(remote);
+    }
+
+    /// Where the server's actors are.
+    pub(crate) fn directory(&self) -> &Arc<Directory> {
+        &self.directory
     }
 
     /// The server's open WebSocket connections.
@@ -257,8 +296,9 @@ impl Drop for ActorHouse {
 }
 
 /// Every route path was taken (no bad or overlapping pattern), every actor
-/// route names an owned address, and no address is owned twice.
-fn check_routes(routes: &Routes) -> io::Result<()> {
+/// route names an owned address (or, in a cluster, another node's), and no
+/// address is owned twice.
+fn check_routes(routes: &Routes, node: Option<&str>) -> io::Result<()> {
     if let Some(refused_path) = routes.refused().first() {
         return Err(refused(refused_path.clone()));
     }
@@ -272,10 +312,24 @@ fn check_routes(routes: &Routes) -> io::Result<()> {
         }
     }
     for route in routes.actor_routes() {
-        if let CallTarget::Address(address) = &route.target {
-            if !seen.contains(address.as_str()) {
+        let CallTarget::Address(address) = &route.target else {
+            continue;
+        };
+        match (split_node(address), node) {
+            // Another server's, or this one's when it has the name.
+            (Some((name, at)), Some(node)) if at == node && !seen.contains(name) => {
                 return Err(no_actor(route, address));
             }
+            (Some(_), Some(_)) => {}
+            (Some(_), None) => {
+                return Err(refused(format!(
+                    "route {}: {address:?} names a node, and the server runs without --nats \
+                     (Config::cluster)",
+                    route.name
+                )))
+            }
+            (None, _) if !seen.contains(address.as_str()) => return Err(no_actor(route, address)),
+            (None, _) => {}
         }
     }
     Ok(())

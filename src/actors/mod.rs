@@ -33,4 +33,6 @@ pub(crate) mod directory;
 pub(crate) mod forwarder;
 pub(crate) mod house;
 pub(crate) mod port;
+pub(crate) mod remote;
 pub(crate) mod timer;
+pub(crate) mod topics;

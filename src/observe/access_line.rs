@@ -149,6 +149,19 @@ impl AccessRecorder {
         self.line.clear();
     }
 
+    /// The response to the request reported last was given by another
+    /// server, `node`: its line says so (` node=NAME` after the user
+    /// agent).
+    pub(crate) fn answered_by(&mut self, node: &[u8]) {
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+            self.line.extend_from_slice(b" node=");
+            self.line
+                .extend_from_slice(&node[..node.len().min(MAX_FIELD)]);
+            self.line.push(b'\n');
+        }
+    }
+
     /// Bytes that are no response of their own (`100 Continue`) were
     /// written to the output.
     pub(crate) fn interim(&mut self, len: usize) {

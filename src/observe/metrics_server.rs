@@ -100,7 +100,7 @@ fn serve(
         }
         match accepted {
             Ok((stream, _)) => {
-                if let Err(e) = answer(stream, pollers, series) {
+                if let Err(e) = answer(stream, pollers, &series) {
                     debug!("/metrics: {e}");
                 }
             }
@@ -118,7 +118,11 @@ fn serve(
 /// (with or without a query), its head alone for `HEAD /metrics` (with the
 /// length the page has now), 404 for anything else (its head alone to a
 /// HEAD).
-fn answer(mut stream: TcpStream, pollers: &[Arc<PollerMetrics>], series: Series) -> io::Result<()> {
+fn answer(
+    mut stream: TcpStream,
+    pollers: &[Arc<PollerMetrics>],
+    series: &Series,
+) -> io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut head = Vec::with_capacity(1024);

@@ -6,6 +6,9 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::observe::cluster_metrics::{
+    Carried, ClusterMetrics, Dropped, Refusal, LATENCY_BOUNDS_US,
+};
 use crate::observe::metrics::{
     PollerMetrics, TimeoutKind, UpstreamResult, STATUS_CODES, WEBSOCKET_CLOSE_CODES,
 };
@@ -15,7 +18,7 @@ use crate::observe::process_stats::ProcessStats;
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Which series a server's page has beside those every server has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Series {
     /// The envelopes each poller sent through uppercut's scheduler.
     pub(crate) envelopes: bool,
@@ -23,13 +26,17 @@ pub(crate) struct Series {
     pub(crate) tls: bool,
     /// WebSocket connections and messages.
     pub(crate) websocket: bool,
+    /// The upstream pool's connections and requests (`--upstream`).
+    pub(crate) upstream: bool,
+    /// The cluster's (`--nats`).
+    pub(crate) cluster: Option<Arc<ClusterMetrics>>,
 }
 
 /// Renders the page for `pollers` (in poller order) and `process`, with the
 /// `series` this server has.
 pub(crate) fn render(
     pollers: &[Arc<PollerMetrics>],
-    series: Series,
+    series: &Series,
     process: &ProcessStats,
 ) -> String {
     let mut page = Page {
@@ -170,32 +177,38 @@ pub(crate) fn render(
         per_poller(&mut page, &|p| load(&p.websocket_messages_sent));
     }
 
-    page.family(
-        "uppercut_upstream_connections",
-        "gauge",
-        "Connections to the --upstream service, idle or busy with a request.",
-    );
-    for (index, poller) in pollers.iter().enumerate() {
-        for (state, counter) in [
-            ("idle", &poller.upstream_idle),
-            ("busy", &poller.upstream_busy),
-        ] {
-            page.sample(
-                &format!("poller=\"{index}\",state=\"{state}\""),
-                load(counter),
-            );
+    if series.upstream {
+        page.family(
+            "uppercut_upstream_connections",
+            "gauge",
+            "Connections to the --upstream service, idle or busy with a request.",
+        );
+        for (index, poller) in pollers.iter().enumerate() {
+            for (state, counter) in [
+                ("idle", &poller.upstream_idle),
+                ("busy", &poller.upstream_busy),
+            ] {
+                page.sample(
+                    &format!("poller=\"{index}\",state=\"{state}\""),
+                    load(counter),
+                );
+            }
+        }
+        page.family(
+            "uppercut_upstream_requests_total",
+            "counter",
+            "Requests to the --upstream service, by how they ended.",
+        );
+        for (index, poller) in pollers.iter().enumerate() {
+            for result in UpstreamResult::ALL {
+                let labels = format!("poller=\"{index}\",result=\"{}\"", result.label());
+                page.sample(&labels, poller.upstream_results(result));
+            }
         }
     }
-    page.family(
-        "uppercut_upstream_requests_total",
-        "counter",
-        "Requests to the --upstream service, by how they ended.",
-    );
-    for (index, poller) in pollers.iter().enumerate() {
-        for result in UpstreamResult::ALL {
-            let labels = format!("poller=\"{index}\",result=\"{}\"", result.label());
-            page.sample(&labels, poller.upstream_results(result));
-        }
+
+    if let Some(cluster) = &series.cluster {
+        render_cluster(&mut page, cluster);
     }
 
     if series.envelopes {
@@ -211,6 +224,83 @@ pub(crate) fn render(
     page.text
 }
 
+/// The cluster's series (`--nats`).
+fn render_cluster(page: &mut Page, cluster: &ClusterMetrics) {
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    page.family(
+        "uppercut_nats_connected",
+        "gauge",
+        "1 when every poller is connected to NATS and subscribed, else 0.",
+    );
+    page.plain(u64::from(cluster.is_connected()));
+    page.family(
+        "uppercut_nats_links_up",
+        "gauge",
+        "Pollers connected to NATS and subscribed.",
+    );
+    page.plain(load(&cluster.links_up));
+    page.family(
+        "uppercut_nats_reconnects_total",
+        "counter",
+        "Connections to NATS made again after one was lost.",
+    );
+    page.plain(load(&cluster.reconnects));
+    for (name, help, read) in [
+        (
+            "uppercut_nats_messages_total",
+            "Messages to and from other servers, by kind and direction.",
+            ClusterMetrics::messages as fn(&ClusterMetrics, Carried) -> (u64, u64),
+        ),
+        (
+            "uppercut_nats_bytes_total",
+            "Bytes of messages to and from other servers (headers and payload), by kind and direction.",
+            ClusterMetrics::bytes,
+        ),
+    ] {
+        page.family(name, "counter", help);
+        for kind in Carried::ALL {
+            let (received, sent) = read(cluster, kind);
+            let label = kind.label();
+            page.sample(&format!("kind=\"{label}\",direction=\"in\""), received);
+            page.sample(&format!("kind=\"{label}\",direction=\"out\""), sent);
+        }
+    }
+    page.family(
+        "uppercut_nats_refused_total",
+        "counter",
+        "Sends to other servers refused at the call, by reason.",
+    );
+    for why in Refusal::ALL {
+        page.sample(
+            &format!("reason=\"{}\"", why.label()),
+            cluster.refusals(why),
+        );
+    }
+    page.family(
+        "uppercut_nats_dropped_total",
+        "counter",
+        "Messages from NATS dropped, by reason.",
+    );
+    for why in Dropped::ALL {
+        page.sample(&format!("reason=\"{}\"", why.label()), cluster.drops(why));
+    }
+    page.family(
+        "uppercut_nats_call_seconds",
+        "histogram",
+        "Time from a request to another server's actor to its answer.",
+    );
+    let (buckets, sum_us) = cluster.latency();
+    let name = page.name;
+    for (bound, count) in LATENCY_BOUNDS_US.iter().zip(buckets) {
+        let le = *bound as f64 / 1e6;
+        let _ = writeln!(page.text, "{name}_bucket{{le=\"{le}\"}} {count}");
+    }
+    let total = buckets[LATENCY_BOUNDS_US.len()];
+    let _ = writeln!(page.text, "{name}_bucket{{le=\"+Inf\"}} {total}");
+    let _ = writeln!(page.text, "{name}_sum {}", sum_us as f64 / 1e6);
+    let _ = writeln!(page.text, "{name}_count {total}");
+}
+
 struct Page {
     text: String,
     /// The family being written.
@@ -221,6 +311,11 @@ impl Page {
     fn family(&mut self, name: &'static str, kind: &str, help: &str) {
         let _ = write!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
         self.name = name;
+    }
+
+    /// A sample of a family without labels.
+    fn plain(&mut self, value: u64) {
+        let _ = writeln!(self.text, "{} {value}", self.name);
     }
 
     fn sample(&mut self, labels: &str, value: u64) {

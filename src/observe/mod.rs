@@ -3,6 +3,7 @@
 
 pub(crate) mod access_line;
 pub(crate) mod access_log;
+pub(crate) mod cluster_metrics;
 pub(crate) mod metrics;
 pub(crate) mod metrics_server;
 pub(crate) mod metrics_text;

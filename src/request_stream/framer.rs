@@ -416,6 +416,13 @@ impl Framer {
         }
     }
 
+    /// The response about to be written was given by another server.
+    pub(super) fn answered_by(&mut self, node: &[u8]) {
+        if let Some(log) = &mut self.log {
+            log.answered_by(node);
+        }
+    }
+
     /// A response was written: wait for the next request, or close.
     pub(super) fn finish(&mut self, persistence: Persistence) {
         self.responses += 1;

@@ -170,6 +170,9 @@ impl RequestStream {
             ResponseOut::new(out, date, persistence, head_only).with_added(routes.added.lines());
         match end {
             CallEnd::Outcome(Outcome::Answered(r)) => {
+                if let Some(node) = &r.node {
+                    self.framer.answered_by(node);
+                }
                 write_response(&mut to, r.status, r.content_type, &r.headers, &r.body)
             }
             CallEnd::Outcome(Outcome::Gone) => {

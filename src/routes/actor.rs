@@ -26,7 +26,7 @@ pub struct ActorRequest {
 }
 
 /// What an actor request owns of the request that made it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct RequestParts {
     pub(crate) method: Method,
     /// The head, then the body.
@@ -46,6 +46,18 @@ impl ActorRequest {
             parts,
             reply_to: Some(reply_to),
         }
+    }
+
+    /// What it carries, and where its answer goes (taken: dropping the
+    /// request then answers nothing).
+    pub(crate) fn into_parts(mut self) -> (RequestParts, Option<ReplyTo>) {
+        let reply_to = self.reply_to.take();
+        (self.parts.clone(), reply_to)
+    }
+
+    /// What it carries.
+    pub(crate) fn parts(&self) -> &RequestParts {
+        &self.parts
     }
 
     /// The request: method, path, query, path parameters, header fields,

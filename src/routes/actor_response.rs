@@ -19,6 +19,9 @@ pub struct ActorResponse {
     /// Checked header lines, each ending CRLF.
     pub(crate) headers: Bytes,
     pub(crate) body: Bytes,
+    /// The node that gave it, when that was another server (for the access
+    /// log).
+    pub(crate) node: Option<Bytes>,
 }
 
 impl ActorResponse {
@@ -31,6 +34,7 @@ impl ActorResponse {
             content_type: None,
             headers: Bytes::new(),
             body: Bytes::new(),
+            node: None,
         })
     }
 
@@ -52,6 +56,7 @@ impl ActorResponse {
             content_type: Some(content_type),
             headers: Bytes::new(),
             body,
+            node: None,
         }
     }
 
@@ -62,6 +67,7 @@ impl ActorResponse {
             content_type: None,
             headers,
             body,
+            node: None,
         }
     }
 

@@ -34,6 +34,19 @@ pub(crate) struct PathParams {
 }
 
 impl PathParams {
+    /// The parameters `names` says, each with its segment index (another
+    /// server's route's, as it sent them).
+    pub(crate) fn from_pairs(names: Vec<(Box<str>, usize)>) -> PathParams {
+        PathParams {
+            names: names.into_boxed_slice(),
+        }
+    }
+
+    /// Each name with its segment index.
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.names.iter().map(|(name, segment)| (&**name, *segment))
+    }
+
     /// The segment index `name` stands for.
     pub(crate) fn segment_of(&self, name: &str) -> Option<usize> {
         self.names

@@ -87,28 +87,38 @@ impl fmt::Debug for Replies {
     }
 }
 
-/// Where an [`ActorRequest`](crate::ActorRequest)'s answer goes: the reply
-/// queue of the poller that owns the connection, unless the thread running
-/// the call takes it first.
+/// Where an [`ActorRequest`](crate::ActorRequest)'s answer goes.
 #[derive(Debug)]
-pub(crate) struct ReplyTo {
-    pub(crate) replies: Arc<Replies>,
-    pub(crate) key: usize,
-    pub(crate) call: u64,
+pub(crate) enum ReplyTo {
+    /// A connection of this server: the reply queue of the poller that
+    /// owns it, unless the thread running the call takes it first.
+    Connection {
+        replies: Arc<Replies>,
+        key: usize,
+        call: u64,
+    },
+    /// Somewhere else: a request from another server goes back through the
+    /// cluster.
+    Elsewhere(Box<dyn ReplySink>),
+}
+
+/// Takes an answer somewhere other than a connection of this server.
+pub(crate) trait ReplySink: Send + fmt::Debug {
+    fn send(self: Box<Self>, outcome: Outcome);
 }
 
 impl ReplyTo {
     pub(crate) fn send(self, outcome: Outcome) {
-        let queue = Arc::as_ptr(&self.replies) as usize;
-        let Err(outcome) = offer(queue, self.call, outcome) else {
+        let (replies, key, call) = match self {
+            ReplyTo::Connection { replies, key, call } => (replies, key, call),
+            ReplyTo::Elsewhere(sink) => return sink.send(outcome),
+        };
+        let queue = Arc::as_ptr(&replies) as usize;
+        let Err(outcome) = offer(queue, call, outcome) else {
             return;
         };
-        let delivery = Delivery {
-            key: self.key,
-            call: self.call,
-            outcome,
-        };
-        self.replies.deliver(delivery);
+        let delivery = Delivery { key, call, outcome };
+        replies.deliver(delivery);
     }
 }
 

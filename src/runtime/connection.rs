@@ -218,6 +218,17 @@ impl Connection {
                 self.mode.to_poller(shared, Envelope::of(request), sender);
                 None
             }
+            // Another server's actor, through the poller's NATS link; a
+            // request that cannot go is answered here, at once.
+            CallPath::Remote(to) => {
+                let cluster = shared.cluster()?;
+                let expected = reply::expect(shared.reply_queue_id(), id);
+                cluster.request(shared.index(), to, request);
+                let outcome = expected.finish()?;
+                self.call = None;
+                self.mailbox.abandon(id);
+                Some(outcome)
+            }
         }
     }
 

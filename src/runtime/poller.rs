@@ -30,6 +30,7 @@ use mio::{Events, Interest, Poll, Token};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::actors::port::PortWork;
+use crate::cluster::link::{Link, NATS};
 use crate::net::transport::Accepted;
 use crate::routes::actor::ActorRequest;
 use crate::routes::reply::Delivery;
@@ -80,6 +81,8 @@ pub(crate) struct Poller {
     port_work: PortWork,
     /// Dropped with the poller, which tells the server it has stopped.
     running: Option<mpsc::Sender<()>>,
+    /// With `--nats`: this poller's connection to NATS.
+    link: Option<Link>,
 }
 
 impl Poller {
@@ -107,7 +110,17 @@ impl Poller {
             deliveries: Vec::new(),
             port_work: PortWork::default(),
             running: None,
+            link: None,
         })
+    }
+
+    /// Joins the cluster through `link`, which starts connecting at once.
+    pub(crate) fn with_link(mut self, link: Option<Link>) -> Poller {
+        self.link = link;
+        if let Some(link) = &mut self.link {
+            link.tick(self.poll.registry(), self.shared.now_ms());
+        }
+        self
     }
 
     /// Reports each worker this poller runs on to `pool_threads`, which
@@ -140,16 +153,26 @@ impl Poller {
         // Mail or a socket handed over while this poller blocked would wait
         // for it (see `wakeup::Parking`).
         let shared = &self.shared;
+        let link = &self.link;
         let block = block
             && shared.parking().park(|| {
                 shared.mail().is_pending()
                     || shared.balance().has_queued(shared.index())
                     || shared.replies().is_pending()
                     || shared.port().is_pending()
+                    || link.as_ref().is_some_and(Link::is_pending)
             });
         let timeout = match block {
             true => (!self.connections.is_empty()).then_some(sweep),
             false => Some(Duration::ZERO),
+        };
+        // A reconnect due wakes the poller too.
+        let timeout = match self.link.as_ref().and_then(Link::next_deadline_ms) {
+            Some(due) => {
+                let wait = Duration::from_millis(due.saturating_sub(self.shared.now_ms()));
+                Some(wait.min(timeout.unwrap_or(Duration::MAX)))
+            }
+            None => timeout,
         };
         let timeout = match self.accept_paused_until_ms {
             Some(until) => {
@@ -172,6 +195,12 @@ impl Poller {
             match event.token() {
                 LISTENER => self.accept(sender),
                 WAKER => {}
+                NATS => {
+                    if let Some(link) = &mut self.link {
+                        let context = self.shared.actor_context(&*sender);
+                        link.on_event(event, self.poll.registry(), now_ms, &context);
+                    }
+                }
                 token if token.0 >= upstream::FIRST_TOKEN => {
                     if let Some(pool) = &mut self.upstream {
                         pool.on_event(token, self.poll.registry());
@@ -207,6 +236,12 @@ impl Poller {
             if let Some(pool) = &mut self.upstream {
                 pool.expire(now_ms, self.poll.registry());
             }
+            if let Some(link) = &mut self.link {
+                link.sweep(now_ms);
+            }
+        }
+        if let Some(link) = &mut self.link {
+            link.tick(self.poll.registry(), now_ms);
         }
         self.settle_calls(sender);
         found
@@ -229,9 +264,13 @@ impl Poller {
                     }
                 }
             }
+            let sent = match &mut self.link {
+                Some(link) => link.settle(self.poll.registry(), now_ms),
+                None => false,
+            };
             let mut deliveries = std::mem::take(&mut self.deliveries);
             self.shared.replies().take(&mut deliveries);
-            let found = !deliveries.is_empty();
+            let found = sent || !deliveries.is_empty();
             for delivery in deliveries.drain(..) {
                 let mut out = Outbox {
                     sender: &mut *sender,
@@ -289,6 +328,9 @@ impl Poller {
         }
         drop(listener);
         self.close_handoffs();
+        if let Some(link) = &mut self.link {
+            link.begin_drain(self.poll.registry(), self.shared.now_ms());
+        }
         let mut out = Outbox {
             sender,
             inbox: &mut self.inbox,
@@ -337,6 +379,9 @@ impl Poller {
     /// Closes every connection and stops this actor.
     fn stop(&mut self, sender: &mut dyn AnySender) {
         self.close_handoffs();
+        if let Some(link) = &mut self.link {
+            link.stop(self.poll.registry());
+        }
         self.connections.stop_all(sender);
         sender.stop(sender.me());
     }

@@ -1,6 +1,7 @@
 //! Starting and stopping a server: the SO_REUSEPORT listeners, one poller per
 //! listener, and the thread that runs the uppercut system (`system`).
 
+use std::any::Any;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
@@ -14,8 +15,14 @@ use uppercut::api::Envelope;
 
 use crate::actors::house::ActorHouse;
 use crate::actors::port::PollerPort;
-use crate::config::Config;
+use crate::actors::remote::Remote;
+use crate::cluster::link::Link;
+use crate::cluster::port::LinkPort;
+use crate::cluster::Cluster;
+use crate::config::{ClusterConfig, Config};
+use crate::http::method::Method;
 use crate::http::response_fields::AddedFields;
+use crate::mail::{self, SendError, TOPIC_PREFIX};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
@@ -56,6 +63,8 @@ pub struct Server {
     ended: mpsc::Receiver<()>,
     /// Serves `/metrics`, with `--metrics`.
     metrics: Option<MetricsServer>,
+    /// With `--nats`: the cluster.
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl Server {
@@ -92,6 +101,12 @@ impl Server {
             Some(site) => routes.with_static_site(Arc::clone(site)),
             None => routes,
         };
+        let routes = config
+            .actor_routes
+            .iter()
+            .fold(routes, |routes, (path, address)| {
+                routes.actor(&Method::ROUTABLE, path, address)
+            });
         let routes = match &config.upstream {
             Some(upstream) => routes.with_upstream(upstream.timeout),
             None => routes,
@@ -121,17 +136,6 @@ impl Server {
                 .collect(),
             None => Vec::new(),
         };
-        let metrics = config
-            .metrics
-            .map(|addr| {
-                let series = Series {
-                    envelopes: hosting.counts_envelopes(),
-                    tls: config.tls.is_some(),
-                    websocket: routes.has_websockets(),
-                };
-                MetricsServer::start(addr, counters.clone(), series)
-            })
-            .transpose()?;
         let mut polls = Vec::with_capacity(pollers);
         let mut wakers = Vec::with_capacity(pollers);
         for _ in 0..pollers {
@@ -152,7 +156,31 @@ impl Server {
             })
             .collect();
         // Refuses a route to an actor nobody spawned before any thread starts.
-        let house = Arc::new(ActorHouse::start(&routes, ports.clone())?);
+        let cluster = config
+            .cluster
+            .as_ref()
+            .map(|cluster| join_cluster(cluster, &parkings, &routes))
+            .transpose()?;
+        let node = config.cluster.as_ref().map(|cluster| cluster.node.as_str());
+        let house = Arc::new(ActorHouse::start(&routes, ports.clone(), node)?);
+        if let Some(cluster) = &cluster {
+            house.join(Arc::clone(cluster) as Arc<dyn Remote>);
+        }
+        let metrics = config
+            .metrics
+            .map(|addr| {
+                let series = Series {
+                    envelopes: hosting.counts_envelopes(),
+                    tls: config.tls.is_some(),
+                    websocket: routes.has_websockets(),
+                    upstream: config.upstream.is_some(),
+                    cluster: cluster
+                        .as_ref()
+                        .map(|cluster| Arc::clone(cluster.metrics())),
+                };
+                MetricsServer::start(addr, counters.clone(), series)
+            })
+            .transpose()?;
         let mut actors = Vec::with_capacity(pollers);
         let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
         for (index, ((poll, listener), parking)) in pollers_and_listeners.enumerate() {
@@ -169,11 +197,16 @@ impl Server {
                 balance: Arc::clone(&balance),
                 metrics: counters.get(index).cloned(),
                 tls: tls.clone(),
+                cluster: cluster.clone(),
             }));
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let upstream = upstream.map(|pool| pool.count_to(counters.get(index).cloned()));
             let connections = hosting.connections(Arc::clone(&shared));
-            let poller = Poller::new(poll, listener, shared, connections, upstream)?;
+            let link = cluster
+                .as_ref()
+                .map(|cluster| Link::new(index, Arc::clone(cluster)));
+            let poller =
+                Poller::new(poll, listener, shared, connections, upstream)?.with_link(link);
             actors.push(poller);
         }
 
@@ -204,6 +237,7 @@ impl Server {
                 system: Some(system),
                 ended,
                 metrics,
+                cluster,
             }),
             Ok(Err(message)) => Err(io::Error::other(message)),
             Err(_) => Err(io::Error::other(
@@ -312,8 +346,40 @@ impl Server {
     /// [`Routes::spawn`] and its kin) gets it on a poller's thread, any
     /// other address through the uppercut system. A message to an address
     /// nobody spawned is dropped, as uppercut drops it.
-    pub fn send(&self, address: &str, envelope: Envelope) {
+    ///
+    /// With `--nats`, `name@node` is the actor `name` on that server and
+    /// `topic/room` publishes to a topic's subscribers on every server:
+    /// what crosses servers is bytes (`Vec<u8>`, `Bytes`, `String`, a text
+    /// or binary [`Outgoing`](crate::Outgoing)) or an
+    /// [`ActorRequest`](crate::ActorRequest); anything else, or a send NATS
+    /// cannot take now, is refused here.
+    pub fn send(&self, address: &str, envelope: Envelope) -> Result<(), SendError> {
+        mail::clear();
         self.house.send(address, envelope);
+        match mail::last_send_error() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Publishes `message` (bytes, as [`Server::send`] takes them) to
+    /// `topic`: its subscribers on this server get it now, those on the
+    /// other servers through NATS.
+    pub fn publish<M: Any + Send + fmt::Debug>(
+        &self,
+        topic: &str,
+        message: M,
+    ) -> Result<(), SendError> {
+        self.send(&format!("{TOPIC_PREFIX}{topic}"), Envelope::of(message))
+    }
+
+    /// With `--nats`: whether every poller is connected to NATS and
+    /// subscribed (so this server's actors are reachable from the others,
+    /// and theirs from it).
+    pub fn cluster_ready(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|cluster| cluster.metrics().is_connected())
     }
 
     /// Where `/metrics` is served, with `--metrics`.
@@ -384,6 +450,32 @@ impl fmt::Debug for Server {
             .field("phase", &self.state.phase())
             .finish_non_exhaustive()
     }
+}
+
+/// The cluster `config` describes, for pollers with `parkings` and the
+/// actors `routes` spawns; each poller's link wakes its poller when work is
+/// left for it.
+fn join_cluster(
+    config: &ClusterConfig,
+    parkings: &[Arc<Parking>],
+    routes: &Routes,
+) -> io::Result<Arc<Cluster>> {
+    let ports = parkings
+        .iter()
+        .map(|parking| {
+            let parking = Arc::clone(parking);
+            let wake = Box::new(move || parking.wake_if_parked());
+            Arc::new(LinkPort::new(config.buffer, wake))
+        })
+        .collect();
+    let names = routes
+        .spawns()
+        .iter()
+        .map(|spec| spec.address.clone())
+        .collect();
+    Cluster::new(config.clone(), ports, names)
+        .map(Arc::new)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 /// Loads the static directory `dir` as `config` asks.

@@ -14,6 +14,7 @@ use uppercut::api::{AnySender, Envelope};
 use crate::actors::context::RunContext;
 use crate::actors::house::{ActorHouse, CallPath};
 use crate::actors::port::PollerPort;
+use crate::cluster::Cluster;
 use crate::config::Timeouts;
 use crate::http::date::{DateCache, DATE_LEN};
 use crate::net::transport::{Accepted, Transport};
@@ -46,6 +47,8 @@ pub(crate) struct PollerParts {
     pub(crate) metrics: Option<Arc<PollerMetrics>>,
     /// With `--tls-cert`: what new connections' TLS sessions are made with.
     pub(crate) tls: Option<Arc<TlsAcceptor>>,
+    /// With `--nats`: the cluster.
+    pub(crate) cluster: Option<Arc<Cluster>>,
 }
 
 /// What a poller shares with each of its connections.
@@ -80,6 +83,7 @@ pub(crate) struct Shared {
     balance: Arc<Balance>,
     metrics: Option<Arc<PollerMetrics>>,
     tls: Option<Arc<TlsAcceptor>>,
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl Shared {
@@ -107,6 +111,7 @@ impl Shared {
             balance: parts.balance,
             metrics: parts.metrics,
             tls: parts.tls,
+            cluster: parts.cluster,
         }
     }
 
@@ -198,7 +203,7 @@ impl Shared {
     /// answer goes.
     pub(crate) fn new_call(&self, key: usize) -> (u64, ReplyTo) {
         let call = self.call_ids.fetch_add(1, Ordering::Relaxed) + 1;
-        let reply_to = ReplyTo {
+        let reply_to = ReplyTo::Connection {
             replies: Arc::clone(&self.replies),
             key,
             call,
@@ -237,6 +242,11 @@ impl Shared {
     pub(crate) fn open_websocket(&self, key: usize, limit: usize) -> WsHandle {
         let poster: Arc<dyn MailPoster> = Arc::clone(&self.port) as Arc<dyn MailPoster>;
         self.websockets().open(key, limit, poster)
+    }
+
+    /// The WebSocket connection `handle` closed: it leaves its topics.
+    pub(crate) fn forget_websocket(&self, handle: &WsHandle) {
+        self.house.directory().forget_websocket(handle);
     }
 
     /// The server's open WebSocket connections.
@@ -281,6 +291,11 @@ impl Shared {
         if let Some(metrics) = &self.metrics {
             metrics.add(counter(metrics), n as u64);
         }
+    }
+
+    /// The cluster, with `--nats`.
+    pub(crate) fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.as_ref()
     }
 
     /// Counts an envelope sent through uppercut's scheduler.

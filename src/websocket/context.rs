@@ -7,6 +7,7 @@ use std::fmt;
 use bytes::BytesMut;
 use uppercut::api::{AnySender, Envelope};
 
+use crate::mail::{self, SendError, Subscribe, Unsubscribe, TOPIC_PREFIX};
 use crate::websocket::handle::WsHandle;
 use crate::websocket::outgoing::{Outgoing, OutgoingKind};
 use crate::ws::frame::{write_frame, Opcode};
@@ -94,10 +95,41 @@ impl WsContext<'_> {
 
     /// Sends `message` to the actor at `address` (an owned actor is run on
     /// this thread once this event is handled; any other goes through
-    /// uppercut), from this connection's address.
-    pub fn send_to<M: Any + Send + fmt::Debug>(&mut self, address: &str, message: M) {
+    /// uppercut), from this connection's address. An address on another
+    /// server (`name@node`, with `--nats`) takes bytes (`Vec<u8>`,
+    /// `Bytes`, `String`, a text or binary [`Outgoing`]) and nothing else:
+    /// anything else, or a send NATS cannot take now, is refused here.
+    pub fn send_to<M: Any + Send + fmt::Debug>(
+        &mut self,
+        address: &str,
+        message: M,
+    ) -> Result<(), SendError> {
         let envelope = Envelope::of(message).from(self.handle.address());
+        mail::clear();
         self.sender.send(address, envelope);
+        match mail::last_send_error() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Subscribes this connection to `topic`: what is published there, on
+    /// every server of the cluster, is written to its client (text as text,
+    /// bytes as binary), until it unsubscribes or closes.
+    pub fn subscribe(&mut self, topic: &str) {
+        let _ = self.send_to(&topic_address(topic), Subscribe);
+    }
+
+    /// Ends what [`WsContext::subscribe`] began.
+    pub fn unsubscribe(&mut self, topic: &str) {
+        let _ = self.send_to(&topic_address(topic), Unsubscribe);
+    }
+
+    /// Publishes `message` to `topic`: each subscriber on this server gets
+    /// it now, in this call's order, and those on the other servers
+    /// through NATS (an error says they will not, and why).
+    pub fn publish(&mut self, topic: &str, message: &Outgoing) -> Result<(), SendError> {
+        self.send_to(&topic_address(topic), message.clone())
     }
 
     /// The sender this connection's actor sends with, for what
@@ -105,6 +137,11 @@ impl WsContext<'_> {
     pub fn sender(&mut self) -> &mut dyn AnySender {
         &mut *self.sender
     }
+}
+
+/// The address of `topic`.
+pub(crate) fn topic_address(topic: &str) -> String {
+    format!("{TOPIC_PREFIX}{topic}")
 }
 
 impl fmt::Debug for WsContext<'_> {

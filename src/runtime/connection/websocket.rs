@@ -454,6 +454,7 @@ impl Connection {
             return;
         };
         self.shared.websockets().close(&session.peer.handle);
+        self.shared.forget_websocket(&session.peer.handle);
         let closed = session.ended.take().unwrap_or(Closed::Cut);
         if let Some(metrics) = self.shared.metrics() {
             metrics.websocket_close(match closed {

@@ -1,0 +1,901 @@
+//! One poller's connection to NATS, driven from the poller's event loop:
+//! connect (without blocking), the protocol's opening (`INFO`, TLS if
+//! asked, `CONNECT`, the subscriptions, `PING`/`PONG`), then messages both
+//! ways; on any failure, the connection is dropped and made again after a
+//! backoff with jitter, subscribing to everything again.
+//!
+//! The link's state machine, as mio's examples keep one:
+//!
+//! - `Down`: no connection; the next try is due at a time.
+//! - `Connecting`: a non-blocking connect is under way.
+//! - `Up`: connected; the session says whether it is ready (subscribed).
+//!
+//! What other threads leave in the link's port is written out each round
+//! while the session is ready, and refused at once otherwise (a request
+//! gets its 503 then, not after its timeout). What comes in is handed on
+//! on this poller's thread: an answer to the connection (or whoever) that
+//! asked, a request or bytes to the local actor they name, a topic's
+//! message to this server's subscribers.
+
+use std::collections::HashMap;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::ToSocketAddrs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use log::{debug, info, warn};
+use mio::event::Event;
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+use rustls::pki_types::ServerName;
+use rustls::ClientConnection;
+use uppercut::api::Envelope;
+
+use crate::actors::context::RunContext;
+use crate::cluster::codec::{self, Inbound};
+use crate::cluster::port::{LinkPort, Outbound};
+use crate::cluster::subjects::Addressed;
+use crate::cluster::{failure, refusal_response, Cluster};
+use crate::log_limit::WarnLimiter;
+use crate::mail::SendError;
+use crate::nats::headers::HeaderBlock;
+use crate::nats::info::ServerInfo;
+use crate::nats::proto::{self, Msg};
+use crate::nats::session::{Event as NatsEvent, Phase, Session};
+use crate::nats::url::NatsUrl;
+use crate::observe::cluster_metrics::{Carried, Dropped, Refusal};
+use crate::routes::actor::ActorRequest;
+use crate::routes::reply::{Outcome, ReplySink, ReplyTo};
+
+/// The poller token of the link's socket.
+pub(crate) const NATS: Token = Token(usize::MAX - 3);
+
+/// The subscription of this node's actors (`…a.NODE.*`).
+const ACTORS_SID: u64 = 1;
+/// The subscription of this poller's answers.
+const ANSWERS_SID: u64 = 2;
+/// Services (`name@*`) from here, one per owned name.
+const FIRST_SERVICE_SID: u64 = 100;
+/// Topics from here.
+const FIRST_TOPIC_SID: u64 = 1_000_000;
+
+/// How long a connect may take.
+const CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// The first retry's delay, doubled per failure up to `MAX_BACKOFF_MS`.
+const FIRST_BACKOFF_MS: u64 = 100;
+const MAX_BACKOFF_MS: u64 = 5_000;
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Whether the cluster has said it cannot connect, since it last was
+/// connected (so that a NATS that stays down is reported once, not per
+/// poller and per try).
+static REPORTED_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// A request sent, awaiting its answer.
+#[derive(Debug)]
+struct Awaited {
+    reply_to: ReplyTo,
+    started: Instant,
+    deadline_ms: u64,
+    /// The subject it was sent to, for a "no responders" answer.
+    to: String,
+}
+
+enum Conn {
+    Down {
+        retry_ms: u64,
+    },
+    Connecting {
+        socket: TcpStream,
+        server: usize,
+        since_ms: u64,
+    },
+    Up(Box<Up>),
+}
+
+struct Up {
+    socket: TcpStream,
+    server: usize,
+    tls: Option<ClientConnection>,
+    session: Session,
+}
+
+/// One poller's link.
+pub(crate) struct Link {
+    index: usize,
+    cluster: Arc<Cluster>,
+    port: Arc<LinkPort>,
+    conn: Conn,
+    /// Which server the next connect tries.
+    next_server: usize,
+    /// Connects failed since the last that succeeded.
+    failures: u32,
+    /// Has been ready at least once.
+    was_ready: bool,
+    /// Ready now (counted in the cluster's `links_up`).
+    ready: bool,
+    /// The start of this poller's answer subjects (`…r.NODE.NONCE.N.`).
+    answer_prefix: Bytes,
+    awaited: HashMap<u64, Awaited>,
+    next_id: u64,
+    /// Topics this link holds the subscription of, with their sids.
+    topics: HashMap<String, u64>,
+    next_topic_sid: u64,
+    /// The server drains: no new requests are taken.
+    draining: bool,
+    taken: Vec<Outbound>,
+    read_buf: Box<[u8]>,
+    scratch: BytesMut,
+    rng: u64,
+}
+
+impl Link {
+    pub(crate) fn new(index: usize, cluster: Arc<Cluster>) -> Link {
+        let mut answer_prefix = cluster.subjects().answers(index);
+        answer_prefix.pop();
+        let port = Arc::clone(cluster.port(index));
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        Link {
+            index,
+            cluster,
+            port,
+            conn: Conn::Down { retry_ms: 0 },
+            next_server: index,
+            failures: 0,
+            was_ready: false,
+            ready: false,
+            answer_prefix: Bytes::from(answer_prefix),
+            awaited: HashMap::new(),
+            next_id: 0,
+            topics: HashMap::new(),
+            next_topic_sid: FIRST_TOPIC_SID,
+            draining: false,
+            taken: Vec::new(),
+            read_buf: vec![0; READ_CHUNK].into_boxed_slice(),
+            scratch: BytesMut::new(),
+            rng: seed | 1,
+        }
+    }
+
+    /// When the link next needs its poller without an event: a retry, a
+    /// connect's timeout.
+    pub(crate) fn next_deadline_ms(&self) -> Option<u64> {
+        match &self.conn {
+            Conn::Down { retry_ms } => Some(*retry_ms),
+            Conn::Connecting { since_ms, .. } => Some(since_ms + CONNECT_TIMEOUT_MS),
+            Conn::Up(_) => None,
+        }
+    }
+
+    /// Work that waits for this link from other threads.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.port.is_pending()
+    }
+
+    /// Timers: a retry or a connect's timeout due, keepalive pings.
+    pub(crate) fn tick(&mut self, registry: &Registry, now_ms: u64) {
+        let interval = self.cluster.config().ping_interval.as_millis() as u64;
+        let stale = match &mut self.conn {
+            Conn::Down { retry_ms } => {
+                if now_ms >= *retry_ms {
+                    self.connect(registry, now_ms);
+                }
+                return;
+            }
+            Conn::Connecting { since_ms, .. } => {
+                if now_ms >= *since_ms + CONNECT_TIMEOUT_MS {
+                    self.lose(registry, now_ms, "the connect timed out".into());
+                }
+                return;
+            }
+            Conn::Up(up) => up.session.keepalive(now_ms, interval),
+        };
+        match stale {
+            Err(e) => self.lose(registry, now_ms, e.to_string()),
+            Ok(()) => self.flush(registry, now_ms),
+        }
+    }
+
+    /// Once a second: forgets requests whose answer can no longer matter
+    /// (each asker has its own timeout).
+    pub(crate) fn sweep(&mut self, now_ms: u64) {
+        self.awaited
+            .retain(|_, awaited| awaited.deadline_ms > now_ms);
+    }
+
+    /// Starts a connection to the next server.
+    fn connect(&mut self, registry: &Registry, now_ms: u64) {
+        let cluster = Arc::clone(&self.cluster);
+        let servers = &cluster.config().servers;
+        let server = self.next_server % servers.len();
+        self.next_server += 1;
+        let url = &servers[server];
+        let addr = match url.authority().to_socket_addrs() {
+            Ok(mut addrs) => addrs.next(),
+            Err(e) => return self.fail(now_ms, url, &format!("cannot resolve: {e}")),
+        };
+        let Some(addr) = addr else {
+            return self.fail(now_ms, url, "the name has no address");
+        };
+        let mut socket = match TcpStream::connect(addr) {
+            Ok(socket) => socket,
+            Err(e) => return self.fail(now_ms, url, &e.to_string()),
+        };
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if let Err(e) = registry.register(&mut socket, NATS, interest) {
+            return self.fail(now_ms, url, &format!("register: {e}"));
+        }
+        self.conn = Conn::Connecting {
+            socket,
+            server,
+            since_ms: now_ms,
+        };
+    }
+
+    /// A connect failed: try again after the backoff.
+    fn fail(&mut self, now_ms: u64, url: &NatsUrl, reason: &str) {
+        if !REPORTED_DOWN.swap(true, Ordering::AcqRel) {
+            warn!("NATS: cannot connect to {url}: {reason}; serving local routes and retrying");
+        } else {
+            debug!(
+                "NATS (poller {}): cannot connect to {url}: {reason}",
+                self.index
+            );
+        }
+        self.failures = self.failures.saturating_add(1);
+        let backoff = FIRST_BACKOFF_MS
+            .saturating_mul(1 << self.failures.min(16))
+            .min(MAX_BACKOFF_MS);
+        // Jitter: between half and one and a half of the backoff, so that
+        // servers that lost NATS together do not come back together.
+        let jitter = self.random() % backoff.max(1);
+        self.conn = Conn::Down {
+            retry_ms: now_ms + backoff / 2 + jitter,
+        };
+    }
+
+    /// The connection is lost (or never became ready): the requests it
+    /// carried are answered 503, and a new one is made after the backoff.
+    fn lose(&mut self, registry: &Registry, now_ms: u64, reason: String) {
+        let conn = std::mem::replace(&mut self.conn, Conn::Down { retry_ms: now_ms });
+        let server = match conn {
+            Conn::Down { .. } => return,
+            Conn::Connecting {
+                mut socket, server, ..
+            } => {
+                let _ = registry.deregister(&mut socket);
+                server
+            }
+            Conn::Up(mut up) => {
+                let _ = registry.deregister(&mut up.socket);
+                up.server
+            }
+        };
+        self.set_ready(false);
+        let lost = SendError::Unreachable;
+        for (_, awaited) in self.awaited.drain() {
+            awaited
+                .reply_to
+                .send(Outcome::Answered(refusal_response(&lost)));
+        }
+        let url = self.cluster.config().servers[server].clone();
+        self.fail(now_ms, &url, &reason);
+    }
+
+    fn set_ready(&mut self, ready: bool) {
+        if self.ready == ready {
+            return;
+        }
+        self.ready = ready;
+        let max = match &self.conn {
+            Conn::Up(up) => up.session.max_payload(),
+            _ => crate::nats::info::DEFAULT_MAX_PAYLOAD,
+        };
+        self.port.set_up(ready, max);
+        let links = &self.cluster.metrics().links_up;
+        let node = &self.cluster.config().node;
+        if ready {
+            if links.fetch_add(1, Ordering::AcqRel) == 0 {
+                REPORTED_DOWN.store(false, Ordering::Release);
+                if let Conn::Up(up) = &self.conn {
+                    let url = &self.cluster.config().servers[up.server];
+                    let version = up.session.info().map_or("", |i| i.version.as_str());
+                    info!("NATS: connected to {url} (nats-server {version}) as node {node}");
+                }
+            }
+            if self.was_ready {
+                self.cluster
+                    .metrics()
+                    .reconnects
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            self.was_ready = true;
+            self.failures = 0;
+        } else if links.fetch_sub(1, Ordering::AcqRel) == 1 {
+            warn!("NATS: node {node} lost its connection; remote sends fail until it is back");
+        }
+    }
+
+    fn random(&mut self) -> u64 {
+        // xorshift64
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+
+    /// A readiness event for the link's socket.
+    pub(crate) fn on_event(
+        &mut self,
+        event: &Event,
+        registry: &Registry,
+        now_ms: u64,
+        context: &RunContext<'_>,
+    ) {
+        let connected = match &mut self.conn {
+            Conn::Connecting { socket, .. } => Some(connect_result(socket, event)),
+            _ => None,
+        };
+        match connected {
+            None | Some(Ok(true)) => {}
+            // Still connecting: a later event says how it went.
+            Some(Ok(false)) => return,
+            Some(Err(reason)) => return self.lose(registry, now_ms, reason),
+        }
+        if let Conn::Connecting { .. } = self.conn {
+            let Conn::Connecting { socket, server, .. } =
+                std::mem::replace(&mut self.conn, Conn::Down { retry_ms: now_ms })
+            else {
+                return;
+            };
+            let _ = socket.set_nodelay(true);
+            self.conn = Conn::Up(Box::new(Up {
+                socket,
+                server,
+                tls: None,
+                session: Session::new(now_ms),
+            }));
+        }
+        if let Err(reason) = self.read(now_ms, context) {
+            return self.lose(registry, now_ms, reason);
+        }
+        self.flush(registry, now_ms);
+    }
+
+    /// Reads what the socket holds and handles it.
+    fn read(&mut self, now_ms: u64, context: &RunContext<'_>) -> Result<(), String> {
+        loop {
+            let Conn::Up(up) = &mut self.conn else {
+                return Ok(());
+            };
+            let ended = match &mut up.tls {
+                None => match up.socket.read(&mut self.read_buf) {
+                    Ok(0) => true,
+                    Ok(len) => {
+                        up.session.input().extend_from_slice(&self.read_buf[..len]);
+                        false
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e.to_string()),
+                },
+                Some(tls) => match tls.read_tls(&mut up.socket) {
+                    Ok(0) => true,
+                    Ok(_) => {
+                        let state = tls.process_new_packets().map_err(|e| format!("TLS: {e}"))?;
+                        let mut left = state.plaintext_bytes_to_read();
+                        while left > 0 {
+                            let len = tls
+                                .reader()
+                                .read(&mut self.read_buf)
+                                .map_err(|e| e.to_string())?;
+                            if len == 0 {
+                                break;
+                            }
+                            up.session.input().extend_from_slice(&self.read_buf[..len]);
+                            left = left.saturating_sub(len);
+                        }
+                        state.peer_has_closed()
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e.to_string()),
+                },
+            };
+            up.session.heard(now_ms);
+            self.handle_events(context)?;
+            if ended {
+                return Err("the server closed the connection".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles what the session has whole.
+    fn handle_events(&mut self, context: &RunContext<'_>) -> Result<(), String> {
+        loop {
+            let Conn::Up(up) = &mut self.conn else {
+                return Ok(());
+            };
+            let event = match up.session.poll_event() {
+                Ok(Some(event)) => event,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(e.to_string()),
+            };
+            match event {
+                NatsEvent::Info(info) => self.greet(&info)?,
+                NatsEvent::Ready => self.set_ready(true),
+                NatsEvent::Msg(msg) => self.dispatch(msg, context),
+                NatsEvent::ServerError(text) => {
+                    static ERRORS: WarnLimiter = WarnLimiter::new();
+                    if ERRORS.admit().is_some() {
+                        warn!("NATS (poller {}): the server said: {text}", self.index);
+                    }
+                    let lower = text.to_ascii_lowercase();
+                    if lower.contains("authorization") || lower.contains("authentication") {
+                        return Err(format!("refused: {text}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The server's `INFO` came: TLS if the URL or the server asks for
+    /// it, then `CONNECT`, every subscription, and the `PING` whose `PONG`
+    /// makes the link ready.
+    fn greet(&mut self, info: &ServerInfo) -> Result<(), String> {
+        let subscriptions = self.subscriptions();
+        let name = format!("{}/{}", self.cluster.config().node, self.index);
+        let cluster = Arc::clone(&self.cluster);
+        let Conn::Up(up) = &mut self.conn else {
+            return Ok(());
+        };
+        let url = &cluster.config().servers[up.server];
+        let tls = url.tls || info.tls_required;
+        if tls {
+            let config = cluster
+                .tls()
+                .ok_or("the server asks for TLS, and no TLS configuration could be made")?;
+            let server_name = ServerName::try_from(url.host.clone())
+                .map_err(|e| format!("TLS server name {:?}: {e}", url.host))?;
+            let session = ClientConnection::new(Arc::clone(config), server_name)
+                .map_err(|e| format!("TLS: {e}"))?;
+            up.tls = Some(session);
+        }
+        if !info.headers {
+            return Err("the NATS server does not support headers (2.2 and later do)".into());
+        }
+        up.session.connect(&name, &url.credentials, tls, |out| {
+            for (subject, queue, sid) in &subscriptions {
+                let queue = queue.as_deref().map(str::as_bytes);
+                proto::write_sub(out, subject.as_bytes(), queue, *sid);
+            }
+        });
+        Ok(())
+    }
+
+    /// Every subscription a new connection makes: subject, queue group,
+    /// sid.
+    fn subscriptions(&self) -> Vec<(String, Option<String>, u64)> {
+        let subjects = self.cluster.subjects();
+        let mut subs = vec![(
+            format!("{}*", String::from_utf8_lossy(&self.answer_prefix)),
+            None,
+            ANSWERS_SID,
+        )];
+        if !self.draining {
+            let (actors, group) = subjects.actors_here();
+            subs.push((actors, Some(group), ACTORS_SID));
+            for (at, name) in self.cluster.names().iter().enumerate() {
+                let service = subjects.service(name);
+                subs.push((
+                    service.clone(),
+                    Some(service),
+                    FIRST_SERVICE_SID + at as u64,
+                ));
+            }
+        }
+        for (topic, sid) in &self.topics {
+            subs.push((subjects.topic(topic), None, *sid));
+        }
+        subs
+    }
+
+    /// Hands on one message from NATS.
+    fn dispatch(&mut self, msg: Msg, context: &RunContext<'_>) {
+        let metrics = Arc::clone(self.cluster.metrics());
+        let size = msg.headers.len() + msg.payload.len();
+        if let Some(id) = msg.subject.strip_prefix(&self.answer_prefix[..]) {
+            metrics.received(Carried::Answer, size);
+            return match std::str::from_utf8(id).ok().and_then(|id| id.parse().ok()) {
+                Some(id) => self.answered(id, msg),
+                None => metrics.dropped(Dropped::Unasked),
+            };
+        }
+        let Some(addressed) = self.cluster.subjects().addressed(&msg.subject) else {
+            return metrics.dropped(Dropped::Unasked);
+        };
+        let inbound = codec::read(&msg.headers, msg.payload.clone());
+        match (addressed, inbound) {
+            (Addressed::Actor(name), Ok(Inbound::Request(parts))) => {
+                metrics.received(Carried::Request, size);
+                let Some(reply) = msg.reply else {
+                    return metrics.dropped(Dropped::Malformed);
+                };
+                let answer = Box::new(RemoteAnswer {
+                    port: Arc::clone(&self.port),
+                    reply,
+                });
+                let request = ActorRequest::new(parts, ReplyTo::Elsewhere(answer));
+                if !context.directory().reaches(&name) {
+                    metrics.dropped(Dropped::NoActor);
+                    let node = &self.cluster.config().node;
+                    let why = format!("no actor {name:?} on node {node}");
+                    return request.respond(failure(503, "Service Unavailable", &why));
+                }
+                context.send_as("", &name, Envelope::of(request));
+            }
+            (Addressed::Actor(name), Ok(Inbound::Bytes { payload, from })) => {
+                metrics.received(Carried::Publish, size);
+                if !context.directory().reaches(&name) {
+                    return metrics.dropped(Dropped::NoActor);
+                }
+                context.send_as(&from, &name, payload.envelope(&from));
+            }
+            (Addressed::Topic(topic), Ok(Inbound::Bytes { payload, from })) => {
+                metrics.received(Carried::Publish, size);
+                // This node's other pollers' messages: its subscribers had
+                // them from the publisher itself.
+                let node = &self.cluster.config().node;
+                if from
+                    .rsplit_once('@')
+                    .is_some_and(|(_, from_node)| from_node == node)
+                {
+                    return;
+                }
+                let directory = context.directory();
+                directory.publish_here(&topic, &from, &payload, |address, envelope| {
+                    context.send_as(&from, address, envelope)
+                });
+            }
+            (_, Err(_)) => {
+                metrics.dropped(Dropped::Malformed);
+                // A request that does not read is still answered, so its
+                // asker need not wait for its timeout.
+                if let Some(reply) = msg.reply {
+                    let why = "the request did not read on this server";
+                    let _ = self.port.push(Outbound::Answer {
+                        reply,
+                        outcome: Outcome::Answered(failure(502, "Bad Gateway", why)),
+                    });
+                }
+            }
+            _ => metrics.dropped(Dropped::Malformed),
+        }
+    }
+
+    /// The answer to request `id` came.
+    fn answered(&mut self, id: u64, msg: Msg) {
+        let metrics = Arc::clone(self.cluster.metrics());
+        let Some(awaited) = self.awaited.remove(&id) else {
+            return metrics.dropped(Dropped::Late);
+        };
+        metrics.call(awaited.started.elapsed());
+        let status = HeaderBlock::parse(&msg.headers)
+            .ok()
+            .and_then(|block| block.status);
+        let outcome = match (status, codec::read(&msg.headers, msg.payload)) {
+            // NATS itself says nobody subscribes to the subject.
+            (Some(503), _) => {
+                let why = format!("no server serves {}", describe_subject(&awaited.to));
+                Outcome::Answered(failure(503, "Service Unavailable", &why))
+            }
+            (_, Ok(Inbound::Answer(response))) => Outcome::Answered(response),
+            (_, Ok(Inbound::Gone)) => Outcome::Gone,
+            _ => {
+                metrics.dropped(Dropped::Malformed);
+                let why = "a malformed answer from another server";
+                Outcome::Answered(failure(502, "Bad Gateway", why))
+            }
+        };
+        awaited.reply_to.send(outcome);
+    }
+
+    /// Writes what other threads left, while the session is ready, and
+    /// sends what it can; true when something was taken.
+    pub(crate) fn settle(&mut self, registry: &Registry, now_ms: u64) -> bool {
+        let mut taken = std::mem::take(&mut self.taken);
+        self.port.take(&mut taken);
+        let found = !taken.is_empty();
+        for item in taken.drain(..) {
+            self.port.done(item.size());
+            self.write_item(item, now_ms);
+        }
+        self.taken = taken;
+        if found {
+            self.flush(registry, now_ms);
+        }
+        found
+    }
+
+    /// Writes one item into the session's output, or refuses it.
+    fn write_item(&mut self, item: Outbound, now_ms: u64) {
+        let metrics = Arc::clone(self.cluster.metrics());
+        if let Outbound::Topic { topic, subscribed } = item {
+            return self.topic(topic, subscribed);
+        }
+        let limit = self.cluster.config().buffer;
+        let up = match &mut self.conn {
+            Conn::Up(up) if up.session.phase() == Phase::Ready => up,
+            _ => return refuse(item, SendError::Unreachable, &metrics),
+        };
+        if up.session.output().len() > limit {
+            return refuse(item, SendError::BufferFull, &metrics);
+        }
+        let max = up.session.max_payload();
+        let scratch = &mut self.scratch;
+        match item {
+            Outbound::Request { subject, request } => {
+                self.next_id += 1;
+                let id = self.next_id;
+                let mut reply = BytesMut::from(&self.answer_prefix[..]);
+                proto::put_number(&mut reply, id);
+                let out = up.session.output();
+                let written = codec::write_request(
+                    out,
+                    scratch,
+                    subject.as_bytes(),
+                    &reply,
+                    request.parts(),
+                    max,
+                );
+                match written {
+                    Ok(size) => {
+                        metrics.sent(Carried::Request, size);
+                        let (_, reply_to) = request.into_parts();
+                        if let Some(reply_to) = reply_to {
+                            let deadline_ms =
+                                now_ms + self.cluster.config().call_timeout.as_millis() as u64;
+                            self.awaited.insert(
+                                id,
+                                Awaited {
+                                    reply_to,
+                                    started: Instant::now(),
+                                    deadline_ms,
+                                    to: subject,
+                                },
+                            );
+                        }
+                    }
+                    Err(len) => {
+                        metrics.refused(Refusal::TooLarge);
+                        request.respond(refusal_response(&SendError::TooLarge { len, max }));
+                    }
+                }
+            }
+            Outbound::Answer { reply, outcome } => {
+                let out = up.session.output();
+                let node = &self.cluster.config().node;
+                let written = match &outcome {
+                    Outcome::Answered(response) => {
+                        match codec::write_answer(out, scratch, &reply, response, node, max) {
+                            Ok(size) => Ok(size),
+                            Err(len) => {
+                                // Too large to go back: the asker gets a
+                                // 502 saying so.
+                                metrics.refused(Refusal::TooLarge);
+                                let why = SendError::TooLarge { len, max };
+                                let failed =
+                                    failure(502, "Bad Gateway", &format!("the answer was {why}"));
+                                codec::write_answer(out, scratch, &reply, &failed, node, max)
+                            }
+                        }
+                    }
+                    Outcome::Gone => {
+                        codec::write_gone(out, scratch, &reply);
+                        Ok(scratch.len())
+                    }
+                };
+                if let Ok(size) = written {
+                    metrics.sent(Carried::Answer, size);
+                }
+            }
+            Outbound::Bytes {
+                subject,
+                from,
+                payload,
+            } => {
+                let out = up.session.output();
+                match codec::write_bytes(out, scratch, subject.as_bytes(), &payload, &from, max) {
+                    Ok(size) => metrics.sent(Carried::Publish, size),
+                    Err(_) => metrics.refused(Refusal::TooLarge),
+                }
+            }
+            Outbound::Topic { .. } => {}
+        }
+    }
+
+    /// Subscribes to `topic`, or unsubscribes (now if connected; on every
+    /// connection from now on either way).
+    fn topic(&mut self, topic: String, subscribed: bool) {
+        let subject = self.cluster.subjects().topic(&topic);
+        let sid = match subscribed {
+            true => {
+                if self.topics.contains_key(&topic) {
+                    return;
+                }
+                self.next_topic_sid += 1;
+                self.topics.insert(topic, self.next_topic_sid);
+                Some(self.next_topic_sid)
+            }
+            false => self.topics.remove(&topic).inspect(|&sid| {
+                if let Conn::Up(up) = &mut self.conn {
+                    proto::write_unsub(up.session.output(), sid);
+                }
+            }),
+        };
+        if let (true, Some(sid), Conn::Up(up)) = (subscribed, sid, &mut self.conn) {
+            if up.session.phase() == Phase::Ready {
+                proto::write_sub(up.session.output(), subject.as_bytes(), None, sid);
+            }
+        }
+    }
+
+    /// The server drains: this node stops taking requests (its share of
+    /// each queue group moves to the other nodes); the answers to its own
+    /// requests, and its topics, still come.
+    pub(crate) fn begin_drain(&mut self, registry: &Registry, now_ms: u64) {
+        if self.draining {
+            return;
+        }
+        self.draining = true;
+        if let Conn::Up(up) = &mut self.conn {
+            let out = up.session.output();
+            proto::write_unsub(out, ACTORS_SID);
+            for at in 0..self.cluster.names().len() {
+                proto::write_unsub(out, FIRST_SERVICE_SID + at as u64);
+            }
+        }
+        self.flush(registry, now_ms);
+    }
+
+    /// Closes the connection for good.
+    pub(crate) fn stop(&mut self, registry: &Registry) {
+        self.flush(registry, 0);
+        if let Conn::Up(up) = &mut self.conn {
+            let _ = registry.deregister(&mut up.socket);
+        }
+        self.set_ready(false);
+        self.conn = Conn::Down { retry_ms: u64::MAX };
+    }
+
+    /// Writes what the session has for the server, until the socket is
+    /// full.
+    fn flush(&mut self, registry: &Registry, now_ms: u64) {
+        let Conn::Up(up) = &mut self.conn else {
+            return;
+        };
+        if let Err(e) = write_out(up) {
+            self.lose(registry, now_ms, e.to_string());
+        }
+    }
+}
+
+/// How a non-blocking connect went, as of `event`: done (true), still
+/// under way (false), or failed.
+fn connect_result(socket: &TcpStream, event: &Event) -> Result<bool, String> {
+    if let Ok(Some(e)) | Err(e) = socket.take_error() {
+        return Err(e.to_string());
+    }
+    match socket.peer_addr() {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotConnected => match event.is_error() {
+            true => Err("refused".into()),
+            false => Ok(false),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Writes the session's output: to the socket, or through TLS.
+fn write_out(up: &mut Up) -> io::Result<()> {
+    let output = up.session.output();
+    match &mut up.tls {
+        None => {
+            while !output.is_empty() {
+                match up.socket.write(output) {
+                    Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                    Ok(len) => {
+                        let _ = output.split_to(len);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            if output.is_empty() && output.capacity() > 1 << 20 {
+                // A burst's buffer is not kept.
+                *output = BytesMut::new();
+            }
+        }
+        Some(tls) => {
+            if !output.is_empty() {
+                tls.writer().write_all(output)?;
+                output.clear();
+            }
+            while tls.wants_write() {
+                match tls.write_tls(&mut up.socket) {
+                    Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `item`: a request is answered (503 or 413), the rest counted.
+fn refuse(
+    item: Outbound,
+    error: SendError,
+    metrics: &crate::observe::cluster_metrics::ClusterMetrics,
+) {
+    metrics.refused(match error {
+        SendError::TooLarge { .. } => Refusal::TooLarge,
+        SendError::BufferFull => Refusal::BufferFull,
+        _ => Refusal::Unreachable,
+    });
+    if let Outbound::Request { request, .. } = item {
+        request.respond(refusal_response(&error));
+    }
+}
+
+/// `upc.a.b.counter` as `counter@b`, `upc.s.counter` as `counter@*`.
+fn describe_subject(subject: &str) -> String {
+    let parts: Vec<&str> = subject.split('.').collect();
+    match parts.as_slice() {
+        [_, "a", node, name] => format!("{name}@{node}"),
+        [_, "s", name] => format!("{name}@*"),
+        _ => subject.to_string(),
+    }
+}
+
+/// Where a request from another server is answered: its reply subject,
+/// through this link.
+#[derive(Debug)]
+struct RemoteAnswer {
+    port: Arc<LinkPort>,
+    reply: Bytes,
+}
+
+impl ReplySink for RemoteAnswer {
+    fn send(self: Box<Self>, outcome: Outcome) {
+        // Refused only when the link went down, which lost the asker's
+        // request too.
+        let _ = self.port.push(Outbound::Answer {
+            reply: self.reply,
+            outcome,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_are_told_as_addresses() {
+        assert_eq!(describe_subject("upc.a.b.counter"), "counter@b");
+        assert_eq!(describe_subject("upc.s.counter"), "counter@*");
+        assert_eq!(describe_subject("x"), "x");
+    }
+}

@@ -1,0 +1,248 @@
+//! One actor system across several servers, over NATS.
+//!
+//! Each poller keeps a NATS connection of its own (`link`), driven from its
+//! event loop as the upstream pool is: the socket is the poller's, the
+//! protocol is sans-I/O (`nats::session`), and nothing blocks. A request a
+//! connection makes for `counter@b` goes out on its own poller's link and
+//! its answer comes back on the same link, so neither crosses a thread on
+//! the way; on node `b`, the poller whose link the request arrived on runs
+//! the actor (when it is free) and sends the answer back itself.
+//!
+//! What the server sends from elsewhere (an owned actor's `sender.send`, a
+//! WebSocket actor's `send_to` or `publish`, `Server::send`) waits in a
+//! link's port (`port`), chosen by the sender's address, so that one
+//! sender's messages always leave on one connection, in order.
+//!
+//! The subjects are in `subjects`, the messages' format in `codec`. How
+//! the server behaves when NATS is slow or gone is in `docs/operations.md`
+//! (several servers), and why the client is written here rather than taken
+//! from `async-nats` is in `docs/design.md`.
+
+pub(crate) mod codec;
+pub(crate) mod link;
+pub(crate) mod port;
+pub(crate) mod subjects;
+pub(crate) mod tls;
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use uppercut::api::Envelope;
+
+use crate::actors::remote::{Payload, Remote, RemoteAddr};
+use crate::cluster::port::{LinkPort, Outbound};
+use crate::cluster::subjects::Subjects;
+use crate::config::ClusterConfig;
+use crate::mail::SendError;
+use crate::observe::cluster_metrics::{ClusterMetrics, Refusal};
+use crate::routes::actor::ActorRequest;
+use crate::routes::actor_response::ActorResponse;
+
+/// The cluster as every thread of the server sees it.
+pub(crate) struct Cluster {
+    config: ClusterConfig,
+    subjects: Subjects,
+    /// Each poller's link's port, by poller.
+    ports: Box<[Arc<LinkPort>]>,
+    /// The names of the actors this server owns (each is also served as
+    /// `name@*`).
+    names: Vec<String>,
+    metrics: Arc<ClusterMetrics>,
+    /// For `tls://` servers (and servers that require TLS).
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Cluster {
+    /// The cluster for a server whose pollers' links have `ports`, owning
+    /// the actors at `names`.
+    /// Refuses a configuration whose `tls://` servers it cannot trust.
+    pub(crate) fn new(
+        config: ClusterConfig,
+        ports: Vec<Arc<LinkPort>>,
+        names: Vec<String>,
+    ) -> Result<Cluster, String> {
+        config.check()?;
+        let tls = match tls::client_config(config.ca.as_deref()) {
+            Ok(tls) => Some(tls),
+            Err(e) if config.ca.is_some() || config.servers.iter().any(|url| url.tls) => {
+                return Err(e)
+            }
+            // Only a server that asks for TLS needs it; it is refused then.
+            Err(_) => None,
+        };
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()) << 32;
+        Ok(Cluster {
+            subjects: Subjects::new(&config.prefix, &config.node, nonce),
+            config,
+            metrics: Arc::new(ClusterMetrics::new(ports.len())),
+            ports: ports.into(),
+            names,
+            tls,
+        })
+    }
+
+    /// The TLS configuration for servers that need it.
+    pub(crate) fn tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
+        self.tls.as_ref()
+    }
+
+    pub(crate) fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    pub(crate) fn subjects(&self) -> &Subjects {
+        &self.subjects
+    }
+
+    /// The names of the actors this server owns.
+    pub(crate) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub(crate) fn metrics(&self) -> &Arc<ClusterMetrics> {
+        &self.metrics
+    }
+
+    /// Poller `index`'s link's port.
+    pub(crate) fn port(&self, index: usize) -> &Arc<LinkPort> {
+        &self.ports[index % self.ports.len()]
+    }
+
+    /// The port of the link a sender at `address` always sends through.
+    fn port_of(&self, address: &str) -> &Arc<LinkPort> {
+        let mut hasher = DefaultHasher::new();
+        address.hash(&mut hasher);
+        self.port(hasher.finish() as usize)
+    }
+
+    /// Where a message for `to` goes.
+    fn subject(&self, to: &RemoteAddr) -> String {
+        match to.is_any() {
+            true => self.subjects.service(&to.name),
+            false => self.subjects.actor(&to.node, &to.name),
+        }
+    }
+
+    /// Sends an actor route's `request` to `to` through poller `poller`'s
+    /// link (the one its answer comes back on); a request that cannot go
+    /// is answered at once.
+    pub(crate) fn request(&self, poller: usize, to: &RemoteAddr, request: ActorRequest) {
+        let subject = self.subject(to);
+        let _ = self.push_request(self.port(poller), subject, request);
+    }
+
+    fn push_request(
+        &self,
+        port: &LinkPort,
+        subject: String,
+        request: ActorRequest,
+    ) -> Result<(), SendError> {
+        let Err(refused) = port.push(Outbound::Request { subject, request }) else {
+            return Ok(());
+        };
+        let error = refused.error;
+        self.count_refusal(&error);
+        if let Outbound::Request { request, .. } = *refused.item {
+            request.respond(refusal_response(&error));
+        }
+        Err(error)
+    }
+
+    fn count_refusal(&self, error: &SendError) {
+        self.metrics.refused(match error {
+            SendError::Unreachable => Refusal::Unreachable,
+            SendError::TooLarge { .. } => Refusal::TooLarge,
+            SendError::BufferFull => Refusal::BufferFull,
+            _ => Refusal::NotBytes,
+        });
+    }
+
+    /// `from` as the other servers know it: `address@node`.
+    fn address_here(&self, from: &str) -> String {
+        match from.is_empty() {
+            true => String::new(),
+            false => format!("{from}@{}", self.config.node),
+        }
+    }
+}
+
+impl Remote for Cluster {
+    fn node(&self) -> &str {
+        &self.config.node
+    }
+
+    fn send(&self, to: &RemoteAddr, from: &str, envelope: Envelope) -> Result<(), SendError> {
+        let subject = self.subject(to);
+        let port = self.port_of(from);
+        let message = match envelope.message.downcast::<ActorRequest>() {
+            Ok(request) => return self.push_request(port, subject, *request),
+            Err(message) => message,
+        };
+        let Ok(payload) = Payload::take(message) else {
+            self.metrics.refused(Refusal::NotBytes);
+            return Err(SendError::NotBytes { to: to.to_string() });
+        };
+        let item = Outbound::Bytes {
+            subject,
+            from: self.address_here(from),
+            payload,
+        };
+        port.push(item).map_err(|refused| {
+            self.count_refusal(&refused.error);
+            refused.error
+        })
+    }
+
+    fn publish(&self, topic: &str, from: &str, payload: &Payload) -> Result<(), SendError> {
+        let item = Outbound::Bytes {
+            subject: self.subjects.topic(topic),
+            from: self.address_here(from),
+            payload: payload.clone(),
+        };
+        self.port_of(from).push(item).map_err(|refused| {
+            self.count_refusal(&refused.error);
+            refused.error
+        })
+    }
+
+    fn interest(&self, topic: &str, subscribed: bool) {
+        let item = Outbound::Topic {
+            topic: topic.to_string(),
+            subscribed,
+        };
+        // One poller per topic holds its subscription.
+        let _ = self.port_of(topic).push(item);
+    }
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node", &self.config.node)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The answer to a request that could not be sent: 413 past the NATS
+/// server's size limit, else 503, saying why.
+pub(crate) fn refusal_response(error: &SendError) -> ActorResponse {
+    match error {
+        SendError::TooLarge { .. } => failure(413, "Payload Too Large", &error.to_string()),
+        _ => failure(503, "Service Unavailable", &error.to_string()),
+    }
+}
+
+/// An error answer in the server's own form: `503 Service Unavailable:
+/// why`.
+pub(crate) fn failure(status: u16, reason: &str, why: &str) -> ActorResponse {
+    ActorResponse::typed(
+        status,
+        "text/plain; charset=utf-8",
+        Bytes::from(format!("{status} {reason}: {why}\n")),
+    )
+}

@@ -1,0 +1,182 @@
+//! The NATS subjects the servers of one cluster use, under a prefix
+//! (`upc` unless `--nats-prefix` says otherwise):
+//!
+//! | subject | what | who subscribes |
+//! | --- | --- | --- |
+//! | `upc.a.NODE.NAME` | a message or request for actor `NAME` on node `NODE` | each poller of `NODE`, as queue group `upc.a.NODE` |
+//! | `upc.s.NAME` | for `NAME@*`: whichever node serves `NAME` | each poller of each node that owns `NAME`, as queue group `upc.s.NAME` |
+//! | `upc.r.NODE.NONCE.POLLER.ID` | the answer to request `ID` | poller `POLLER` of `NODE` (`…POLLER.*`) |
+//! | `upc.t.TOPIC` | what is published to a topic | one poller per node with a subscriber |
+//!
+//! A name becomes one token: bytes other than letters, digits, `-`, `_`
+//! and `/` are written `%XX`, so a `.`, `*` or `>` in a name can neither
+//! split a subject nor make a wildcard. The nonce (fresh at every start)
+//! keeps a restarted node from taking the answers its last run asked for.
+
+use std::fmt::Write;
+
+/// What a subject a node subscribed to says the message is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Addressed {
+    /// For the actor at this name on this node (`name@node` or `name@*`).
+    Actor(String),
+    /// Published to this topic.
+    Topic(String),
+}
+
+/// The subjects of one node.
+#[derive(Debug, Clone)]
+pub(crate) struct Subjects {
+    prefix: String,
+    node: String,
+    nonce: String,
+}
+
+impl Subjects {
+    pub(crate) fn new(prefix: &str, node: &str, nonce: u64) -> Subjects {
+        Subjects {
+            prefix: prefix.to_string(),
+            node: token(node),
+            nonce: format!("{nonce:x}"),
+        }
+    }
+
+    /// Where a message for `name` on `node` goes.
+    pub(crate) fn actor(&self, node: &str, name: &str) -> String {
+        format!("{}.a.{}.{}", self.prefix, token(node), token(name))
+    }
+
+    /// What this node's pollers subscribe to for its actors, and their
+    /// queue group.
+    pub(crate) fn actors_here(&self) -> (String, String) {
+        let group = format!("{}.a.{}", self.prefix, self.node);
+        (format!("{group}.*"), group)
+    }
+
+    /// Where a message for `name@*` goes, and the queue group that takes
+    /// it.
+    pub(crate) fn service(&self, name: &str) -> String {
+        format!("{}.s.{}", self.prefix, token(name))
+    }
+
+    /// Where poller `poller` takes its answers: the subscription.
+    pub(crate) fn answers(&self, poller: usize) -> String {
+        format!("{}.r.{}.{}.{poller}.*", self.prefix, self.node, self.nonce)
+    }
+
+    /// Where what is published to `topic` goes.
+    pub(crate) fn topic(&self, topic: &str) -> String {
+        format!("{}.t.{}", self.prefix, token(topic))
+    }
+
+    /// What a message on `subject` is for, if it is one of this node's
+    /// actors' or topics' subjects (answers are told by their prefix).
+    pub(crate) fn addressed(&self, subject: &[u8]) -> Option<Addressed> {
+        let subject = std::str::from_utf8(subject).ok()?;
+        let rest = subject.strip_prefix(&self.prefix)?.strip_prefix('.')?;
+        let (kind, rest) = rest.split_once('.')?;
+        match kind {
+            "a" => {
+                let (node, name) = rest.split_once('.')?;
+                (node == self.node)
+                    .then(|| untoken(name))
+                    .flatten()
+                    .map(Addressed::Actor)
+            }
+            "s" => untoken(rest).map(Addressed::Actor),
+            "t" => untoken(rest).map(Addressed::Topic),
+            _ => None,
+        }
+    }
+}
+
+/// `text` as one subject token.
+pub(crate) fn token(text: &str) -> String {
+    let mut token = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'/' => {
+                token.push(byte as char)
+            }
+            _ => {
+                let _ = write!(token, "%{byte:02X}");
+            }
+        }
+    }
+    if token.is_empty() {
+        token.push('%');
+    }
+    token
+}
+
+/// What [`token`] made `token` of; `None` if it could not have.
+fn untoken(token: &str) -> Option<String> {
+    if token == "%" {
+        return Some(String::new());
+    }
+    let bytes = token.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'%' => {
+                let hex = token.get(at + 1..at + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                at += 3;
+            }
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'/' => {
+                out.push(bytes[at]);
+                at += 1;
+            }
+            _ => return None,
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_one_token_and_back() {
+        for name in ["counter", "ws/12", "a.b", "*", ">", "x y", "ünï", ""] {
+            let token = token(name);
+            assert!(!token.contains(['.', '*', '>', ' ']), "{token}");
+            assert!(!token.is_empty());
+            assert_eq!(untoken(&token).as_deref(), Some(name));
+        }
+        assert_eq!(untoken("a.b"), None);
+        assert_eq!(untoken("%zz"), None);
+    }
+
+    #[test]
+    fn each_subject_says_what_it_is_for() {
+        let subjects = Subjects::new("upc", "node-a", 0xbeef);
+        let here = |subject: &str| subjects.addressed(subject.as_bytes());
+        assert_eq!(subjects.actor("node-a", "ws/3"), "upc.a.node-a.ws/3");
+        assert_eq!(
+            here("upc.a.node-a.ws/3"),
+            Some(Addressed::Actor("ws/3".into()))
+        );
+        assert_eq!(here("upc.a.node-b.ws/3"), None, "another node's");
+        assert_eq!(
+            subjects.actors_here(),
+            ("upc.a.node-a.*".into(), "upc.a.node-a".into())
+        );
+        assert_eq!(subjects.service("count.er"), "upc.s.count%2Eer");
+        assert_eq!(
+            here("upc.s.count%2Eer"),
+            Some(Addressed::Actor("count.er".into()))
+        );
+        assert_eq!(subjects.answers(1), "upc.r.node-a.beef.1.*");
+        assert_eq!(here("upc.r.node-a.beef.1.42"), None, "answers go by prefix");
+        assert_eq!(subjects.topic("room 1"), "upc.t.room%201");
+        assert_eq!(
+            here("upc.t.room%201"),
+            Some(Addressed::Topic("room 1".into()))
+        );
+        assert_eq!(here("other.t.room"), None);
+        assert_eq!(here("upc.q.x"), None);
+    }
+}

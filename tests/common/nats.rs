@@ -1,0 +1,244 @@
+//! A real nats-server for the cluster tests: started on a free loopback
+//! port, with the options a test asks for, and killed when dropped.
+//!
+//! The binary is `NATS_SERVER` if set, else `nats-server` on the PATH (the
+//! Debian package `.ci/run` installs), else one this harness builds once
+//! with `go install` into the target directory (Go is on every machine
+//! this project is built on), so that `cargo test` needs nothing more.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use uppercut_mio_server::{ClusterConfig, NatsUrl};
+
+use super::IO_TIMEOUT;
+
+/// The nats-server `go install` builds when none is installed.
+const MODULE: &str = "github.com/nats-io/nats-server/v2@v2.10.29";
+
+/// A running nats-server.
+pub struct Nats {
+    child: Child,
+    pub addr: SocketAddr,
+    dir: PathBuf,
+    /// What it was started with, to start it again on the same port.
+    config: String,
+}
+
+/// The nats-server binary to run.
+fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("NATS_SERVER") {
+        return PathBuf::from(path);
+    }
+    if Command::new("nats-server")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return PathBuf::from("nats-server");
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nats-server");
+    let built = dir.join("nats-server");
+    if built.exists() {
+        return built;
+    }
+    // One builder at a time: a directory is made atomically.
+    let lock = dir.with_extension("building");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while std::fs::create_dir_all(dir.parent().unwrap()).is_ok()
+        && std::fs::create_dir(&lock).is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "another test is building nats-server"
+        );
+        if built.exists() {
+            return built;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "nats-server is not installed: building {MODULE} with go install (once)"
+    );
+    let status = Command::new("go")
+        .args(["install", MODULE])
+        .env("GOBIN", &dir)
+        .status();
+    let _ = std::fs::remove_dir(&lock);
+    assert!(
+        status.is_ok_and(|status| status.success()),
+        "nats-server is not installed and `go install {MODULE}` failed: \
+         install it (Debian package nats-server, as .ci/run does) or set NATS_SERVER"
+    );
+    built
+}
+
+impl Nats {
+    /// A nats-server on a free port, with `config` (nats-server's own
+    /// configuration format) added to its defaults.
+    pub fn start_with(config: &str) -> Nats {
+        Nats::start_at(config, 0)
+    }
+
+    /// A nats-server with nothing but the defaults.
+    pub fn start() -> Nats {
+        Nats::start_with("")
+    }
+
+    fn start_at(config: &str, port: u16) -> Nats {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "nats-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("nats.conf");
+        let port = if port == 0 {
+            "-1".to_string()
+        } else {
+            port.to_string()
+        };
+        std::fs::write(&file, format!("listen: \"127.0.0.1:{port}\"\n{config}\n")).unwrap();
+        let mut child = Command::new(binary())
+            .arg("-c")
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nats-server starts");
+        // It says where it listens on its log; the rest of the log is
+        // drained on a thread so it never blocks.
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("Listening for client connections on ") {
+                    let addr = line[at + 36..].trim().to_string();
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(addr);
+                    }
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(IO_TIMEOUT)
+            .expect("nats-server says where it listens");
+        Nats {
+            child,
+            addr: addr.parse().expect("an address"),
+            dir,
+            config: config.to_string(),
+        }
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://{}", self.addr)
+    }
+
+    /// The cluster configuration of node `node` on this NATS.
+    pub fn cluster(&self, node: &str) -> ClusterConfig {
+        ClusterConfig::new(vec![NatsUrl::parse(&self.url()).unwrap()], node)
+    }
+
+    /// Stops it (SIGKILL) and starts it again on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        *self = Nats::start_at(&self.config.clone(), self.addr.port());
+    }
+
+    /// Sends SIGSTOP (`true`) or SIGCONT (`false`).
+    pub fn pause(&self, stop: bool) {
+        let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+        // SAFETY: a signal to a child process this test started.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A raw client: connected, `CONNECT` sent and answered.
+    pub fn raw_client(&self) -> RawNats {
+        let stream = TcpStream::connect(self.addr).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let mut client = RawNats {
+            stream,
+            pending: Vec::new(),
+        };
+        let info = client.line();
+        assert!(info.starts_with("INFO "), "{info}");
+        client.send(
+            b"CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true}\r\nPING\r\n",
+        );
+        assert_eq!(client.line(), "PONG");
+        client
+    }
+}
+
+static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.pause(false);
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A NATS client speaking the protocol by hand.
+pub struct RawNats {
+    pub stream: TcpStream,
+    pending: Vec<u8>,
+}
+
+impl RawNats {
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// The next line, without its CRLF (answering the server's PINGs).
+    pub fn line(&mut self) -> String {
+        loop {
+            if let Some(at) = self.pending.windows(2).position(|w| w == b"\r\n") {
+                let line: Vec<u8> = self.pending.drain(..at + 2).collect();
+                let line = String::from_utf8_lossy(&line[..at]).into_owned();
+                if line == "PING" {
+                    self.send(b"PONG\r\n");
+                    continue;
+                }
+                return line;
+            }
+            let mut chunk = [0u8; 4096];
+            let len = self.stream.read(&mut chunk).expect("read from NATS");
+            assert!(len > 0, "NATS closed the connection");
+            self.pending.extend_from_slice(&chunk[..len]);
+        }
+    }
+
+    /// Exactly `len` bytes, then the CRLF after them.
+    pub fn payload(&mut self, len: usize) -> Vec<u8> {
+        while self.pending.len() < len + 2 {
+            let mut chunk = [0u8; 4096];
+            let read = self.stream.read(&mut chunk).expect("read from NATS");
+            assert!(read > 0, "NATS closed the connection");
+            self.pending.extend_from_slice(&chunk[..read]);
+        }
+        let payload: Vec<u8> = self.pending.drain(..len).collect();
+        self.pending.drain(..2);
+        payload
+    }
+
+    /// Waits until the server has handled what was sent before.
+    pub fn sync(&mut self) {
+        self.send(b"PING\r\n");
+        assert_eq!(self.line(), "PONG");
+    }
+}
