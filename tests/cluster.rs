@@ -238,3 +238,533 @@ in_both_modes!(
     no_responders_is_503_at_once,
     without_nats_remote_routes_are_503_and_local_ones_serve,
 );
+
+/// A WebSocket member of the topic `room`: what its client sends is
+/// published there.
+struct RoomMember;
+
+impl uppercut_mio_server::WebSocket for RoomMember {
+    fn on_open(&mut self, context: &mut uppercut_mio_server::WsContext<'_>) {
+        context.subscribe("room");
+        context.send_text("joined");
+    }
+
+    fn on_message(
+        &mut self,
+        message: uppercut_mio_server::Message<'_>,
+        context: &mut uppercut_mio_server::WsContext<'_>,
+    ) {
+        if let uppercut_mio_server::Message::Text(text) = message {
+            context
+                .publish("room", &uppercut_mio_server::Outgoing::text(text))
+                .unwrap();
+        }
+    }
+}
+
+/// An owned actor subscribed to `room`, which keeps what it hears and
+/// tells it (one line each) to a request.
+struct Listener {
+    heard: Vec<String>,
+}
+
+impl AnyActor for Listener {
+    fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
+        let from = envelope.from.clone();
+        let message = match envelope.message.downcast::<ActorRequest>() {
+            Ok(request) => {
+                return request.respond(ActorResponse::text(self.heard.join("\n")));
+            }
+            Err(message) => message,
+        };
+        if message.is::<&str>() {
+            // Told to subscribe (at start).
+            sender.send("topic/room", Envelope::of(uppercut_mio_server::Subscribe));
+            return;
+        }
+        if let Ok(outgoing) = message.downcast::<uppercut_mio_server::Outgoing>() {
+            let text = String::from_utf8_lossy(outgoing.payload()).into_owned();
+            self.heard.push(format!("{text} from {from}"));
+        }
+    }
+}
+
+fn ws_frame(text: &[u8]) -> Vec<u8> {
+    common::integrity::client_frame(1, text, [1, 2, 3, 4])
+}
+
+fn a_topic_reaches_every_subscriber_on_every_server_once_in_order(dispatch: Dispatch) {
+    let nats = Nats::start();
+    let routes = || {
+        Routes::new()
+            .websocket("/room", |_| RoomMember)
+            .spawn("listener", Listener { heard: Vec::new() })
+            .actor(&[Method::Get], "/heard", "listener")
+    };
+    let a = node(&nats, "a", dispatch, routes());
+    let b = node(&nats, "b", dispatch, routes());
+    for server in [&a, &b] {
+        server.send("listener", Envelope::of("subscribe")).unwrap();
+    }
+    let join = |server: &Server| {
+        let stream =
+            common::integrity::connect(server.local_addr(), None, common::integrity::Pace::Fast);
+        let mut member = common::integrity::Reader::new(stream, common::integrity::Pace::Fast);
+        common::integrity::upgrade(&mut member, "/room");
+        assert_eq!(
+            common::integrity::read_frame(&mut member).payload,
+            b"joined"
+        );
+        member
+    };
+    let mut members = vec![join(&a), join(&a), join(&b), join(&b)];
+    // Each server's subscription is made on NATS once its first member
+    // subscribed; a message published meanwhile would not reach it, so
+    // the test waits for both.
+    wait_for_topic(&nats, "upc.t.room", 2);
+    let count = 50;
+    for n in 0..count {
+        let speaker = n % members.len();
+        members[speaker].send(&ws_frame(format!("m{n}").as_bytes()));
+        // Every member hears each message once, in the order sent.
+        for member in &mut members {
+            let frame = common::integrity::read_frame(member);
+            assert_eq!(
+                (frame.head, frame.payload),
+                (0x81, format!("m{n}").into_bytes())
+            );
+        }
+    }
+    // The owned actors heard all of it too, from the members' addresses.
+    for (server, here) in [(&a, "a"), (&b, "b")] {
+        let mut client = Client::connect(server.local_addr());
+        client.send(get("/heard").as_bytes());
+        let response = common::text(&client.response(false));
+        let body = response.split("\r\n\r\n").nth(1).unwrap();
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(lines.len(), count, "{here}: {body}");
+        for (n, line) in lines.iter().enumerate() {
+            let speaker = n % 4;
+            let (text, from) = line.split_once(" from ").unwrap();
+            assert_eq!(text, format!("m{n}"));
+            // Members 0 and 1 are on a, 2 and 3 on b: a remote speaker is
+            // named with its node.
+            let remote = (speaker < 2) != (here == "a");
+            assert!(from.starts_with("ws/"), "{from}");
+            assert_eq!(
+                from.ends_with("@a") || from.ends_with("@b"),
+                remote,
+                "{here}: {from}"
+            );
+        }
+    }
+}
+
+/// Waits until `servers` connections subscribe to `subject`, as NATS's
+/// own monitoring counts them.
+fn wait_for_topic(nats: &Nats, subject: &str, servers: usize) {
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while nats.subscribers(subject) < servers {
+        assert!(
+            Instant::now() < deadline,
+            "{subject} has no {servers} subscribers"
+        );
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+in_both_modes!(a_topic_reaches_every_subscriber_on_every_server_once_in_order);
+
+fn a_name_on_several_servers_takes_each_request_on_one_and_moves_when_one_stops(
+    dispatch: Dispatch,
+) {
+    let nats = Nats::start();
+    let served = |name: &'static str| {
+        Routes::new().spawn(
+            "svc",
+            Counter {
+                node: name,
+                count: 0,
+            },
+        )
+    };
+    let b = node(&nats, "b", dispatch, served("b"));
+    let c = node(&nats, "c", dispatch, served("c"));
+    // a has no svc of its own: svc@* goes to b or c.
+    let a = node(
+        &nats,
+        "a",
+        dispatch,
+        Routes::new().actor(&[Method::Get], "/svc", "svc@*"),
+    );
+    // b and c each serve the service from every poller.
+    wait_for_topic(&nats, "upc.s.svc", 4);
+    let mut client = Client::connect(a.local_addr());
+    let mut by_node = std::collections::HashMap::new();
+    for _ in 0..40 {
+        client.send(get("/svc").as_bytes());
+        let response = common::text(&client.response(false));
+        let body = response.split("\r\n\r\n").nth(1).unwrap().to_string();
+        let node = body.split(' ').next().unwrap().to_string();
+        *by_node.entry(node).or_insert(0) += 1;
+    }
+    assert_eq!(by_node.values().sum::<i32>(), 40);
+    assert!(
+        by_node.keys().all(|node| node == "b" || node == "c"),
+        "{by_node:?}"
+    );
+    // c drains: its share moves to b, and no request is lost.
+    assert!(c.shutdown(Duration::from_secs(5)));
+    for _ in 0..20 {
+        client.send(get("/svc").as_bytes());
+        let response = common::text(&client.response(false));
+        assert!(response.contains("\r\n\r\nb "), "{response}");
+    }
+    drop(b);
+    // A server with its own svc answers svc@* itself.
+    let own = node(
+        &nats,
+        "d",
+        dispatch,
+        served("d").actor(&[Method::Get], "/svc", "svc@*"),
+    );
+    let mut client = Client::connect(own.local_addr());
+    client.send(get("/svc").as_bytes());
+    assert_response(&client.response(false), &text_response("d 1 /svc"));
+}
+
+fn nats_restarted_under_load_comes_back_by_itself(dispatch: Dispatch) {
+    let mut nats = Nats::start();
+    let _b = node(
+        &nats,
+        "b",
+        dispatch,
+        Routes::new().spawn(
+            "counter",
+            Counter {
+                node: "b",
+                count: 0,
+            },
+        ),
+    );
+    let a = node(
+        &nats,
+        "a",
+        dispatch,
+        Routes::new().actor(&[Method::Get], "/count", "counter@b"),
+    );
+    let mut client = Client::connect(a.local_addr());
+    client.send(get("/count").as_bytes());
+    assert!(common::text(&client.response(false)).starts_with("HTTP/1.1 200 OK\r\n"));
+    nats.restart();
+    // While the links come back, a request is 200 or a 503 saying NATS
+    // is unreachable, never a hang or another status.
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        client.send(get("/count").as_bytes());
+        let response = common::text(&client.response(false));
+        if response.starts_with("HTTP/1.1 200 OK\r\n") && a.cluster_ready() {
+            break;
+        }
+        assert!(
+            response.starts_with("HTTP/1.1 503 Service Unavailable\r\n")
+                || response.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{response}"
+        );
+        assert!(Instant::now() < deadline, "the cluster did not come back");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn a_stopped_nats_is_noticed_and_traffic_resumes_after_it_continues(dispatch: Dispatch) {
+    let nats = Nats::start();
+    let _b = node(
+        &nats,
+        "b",
+        dispatch,
+        Routes::new().spawn(
+            "counter",
+            Counter {
+                node: "b",
+                count: 0,
+            },
+        ),
+    );
+    let mut cluster = nats.cluster("a");
+    cluster.ping_interval = Duration::from_millis(300);
+    let config = Config {
+        cluster: Some(cluster),
+        ..config(dispatch)
+    };
+    let a = start_with(
+        &config,
+        Routes::new()
+            .actor(&[Method::Get], "/count", "counter@b")
+            .reply_timeout(Duration::from_millis(500)),
+    );
+    wait_ready(&a);
+    nats.pause(true);
+    // Requests meanwhile end in time: 504 (the reply timeout) or 503.
+    let mut client = Client::connect(a.local_addr());
+    for _ in 0..3 {
+        client.send(get("/count").as_bytes());
+        let response = common::text(&client.response(false));
+        assert!(
+            response.starts_with("HTTP/1.1 504 ") || response.starts_with("HTTP/1.1 503 "),
+            "{response}"
+        );
+    }
+    nats.pause(false);
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        client.send(get("/count").as_bytes());
+        if common::text(&client.response(false)).starts_with("HTTP/1.1 200 OK\r\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "traffic did not resume");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+in_both_modes!(
+    a_name_on_several_servers_takes_each_request_on_one_and_moves_when_one_stops,
+    nats_restarted_under_load_comes_back_by_itself,
+    a_stopped_nats_is_noticed_and_traffic_resumes_after_it_continues,
+);
+
+/// The `/metrics` page of `server`.
+fn metrics_page(server: &Server) -> String {
+    let mut client = Client::connect(server.metrics_addr().expect("--metrics"));
+    client.send(get("/metrics").as_bytes());
+    common::text(&client.response(false))
+}
+
+/// The value of `series` on `page`.
+fn sample(page: &str, series: &str) -> u64 {
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{page}"))
+        .parse()
+        .unwrap()
+}
+
+fn malformed_messages_from_nats_are_dropped_and_counted(dispatch: Dispatch) {
+    let nats = Nats::start();
+    let config = Config {
+        cluster: Some(nats.cluster("b")),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..config(dispatch)
+    };
+    let b = start_with(
+        &config,
+        Routes::new().spawn(
+            "counter",
+            Counter {
+                node: "b",
+                count: 0,
+            },
+        ),
+    );
+    wait_ready(&b);
+    let mut raw = nats.raw_client();
+    raw.send(b"SUB reply.to 1\r\n");
+    // Not a kind this server knows; a header block that is not one; a
+    // request whose head does not read (answered 502, so its asker does
+    // not wait); a request for an actor this node does not have (503).
+    let hpub = |subject: &str, reply: &str, headers: &str, payload: &str| {
+        format!(
+            "HPUB {subject} {reply} {} {}\r\n{headers}{payload}\r\n",
+            headers.len(),
+            headers.len() + payload.len()
+        )
+    };
+    raw.send(
+        hpub(
+            "upc.a.b.counter",
+            "",
+            "NATS/1.0\r\nUpc-Kind: u32\r\n\r\n",
+            "x",
+        )
+        .as_bytes(),
+    );
+    raw.send(hpub("upc.a.b.counter", "", "NATS/1.1\r\n\r\n", "x").as_bytes());
+    let request = "NATS/1.0\r\nUpc-Kind: request\r\nUpc-Head: 3\r\n\r\n";
+    raw.send(hpub("upc.a.b.counter", "reply.to", request, "GET").as_bytes());
+    let answer = raw.line();
+    assert!(answer.starts_with("HMSG reply.to 1 "), "{answer}");
+    let sizes: Vec<usize> = answer
+        .split(' ')
+        .skip(3)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let message = String::from_utf8(raw.payload(sizes[1])).unwrap();
+    assert!(message.contains("Upc-Status: 502\r\n"), "{message}");
+    assert!(
+        message.ends_with("502 Bad Gateway: the request did not read on this server\n"),
+        "{message}"
+    );
+    let good = "NATS/1.0\r\nUpc-Kind: request\r\nUpc-Head: 18\r\n\r\n";
+    raw.send(hpub("upc.a.b.ghost", "reply.to", good, "GET / HTTP/1.1\r\n\r\n").as_bytes());
+    let answer = raw.line();
+    let sizes: Vec<usize> = answer
+        .split(' ')
+        .skip(3)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let message = String::from_utf8(raw.payload(sizes[1])).unwrap();
+    assert!(
+        message.ends_with("503 Service Unavailable: no actor \"ghost\" on node b\n"),
+        "{message}"
+    );
+    raw.sync();
+    let page = metrics_page(&b);
+    assert_eq!(
+        sample(&page, "uppercut_nats_dropped_total{reason=\"malformed\"}"),
+        3
+    );
+    assert_eq!(
+        sample(&page, "uppercut_nats_dropped_total{reason=\"no_actor\"}"),
+        1
+    );
+    assert_eq!(sample(&page, "uppercut_nats_connected"), 1);
+    // And the server serves on.
+    let a = node(
+        &nats,
+        "a",
+        dispatch,
+        Routes::new().actor(&[Method::Get], "/count", "counter@b"),
+    );
+    let mut client = Client::connect(a.local_addr());
+    client.send(get("/count").as_bytes());
+    assert_response(&client.response(false), &text_response("b 1 /count"));
+}
+
+fn refused_credentials_keep_the_server_local_and_say_so(dispatch: Dispatch) {
+    let nats = Nats::start_with("authorization { user: ann, password: s3cret }");
+    let with = |password: &str| {
+        let url = format!("nats://ann:{password}@{}", nats.addr);
+        let cluster = uppercut_mio_server::ClusterConfig::new(
+            vec![uppercut_mio_server::NatsUrl::parse(&url).unwrap()],
+            "a",
+        );
+        Config {
+            cluster: Some(cluster),
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
+            ..config(dispatch)
+        }
+    };
+    let routes = || {
+        Routes::standard()
+            .spawn(
+                "counter",
+                Counter {
+                    node: "a",
+                    count: 0,
+                },
+            )
+            .actor(&[Method::Get], "/count", "counter@elsewhere")
+    };
+    let refused = start_with(&with("wrong"), routes());
+    let good = start_with(&with("s3cret"), routes());
+    wait_ready(&good);
+    assert!(!refused.cluster_ready());
+    assert_eq!(
+        sample(&metrics_page(&refused), "uppercut_nats_connected"),
+        0
+    );
+    let mut client = Client::connect(refused.local_addr());
+    client.send(get("/count").as_bytes());
+    let body = "503 Service Unavailable: NATS is unreachable\n";
+    assert_response(&client.response(false), &unavailable(body));
+    client.send(get("/").as_bytes());
+    assert_response(&client.response(false), common::HELLO);
+}
+
+fn a_message_past_max_payload_is_refused_at_the_call(dispatch: Dispatch) {
+    let nats = Nats::start_with("max_payload: 2048");
+    let _b = node(
+        &nats,
+        "b",
+        dispatch,
+        Routes::new().spawn(
+            "counter",
+            Counter {
+                node: "b",
+                count: 0,
+            },
+        ),
+    );
+    let a = node(
+        &nats,
+        "a",
+        dispatch,
+        Routes::new().actor(&[Method::Post], "/count", "counter@b"),
+    );
+    let mut client = Client::connect(a.local_addr());
+    let body = "x".repeat(4096);
+    client.send(
+        format!("POST /count HTTP/1.1\r\nHost: a\r\nContent-Length: 4096\r\n\r\n{body}").as_bytes(),
+    );
+    let response = common::text(&client.response(false));
+    assert!(
+        response.starts_with("HTTP/1.1 413 Payload Too Large\r\n"),
+        "{response}"
+    );
+    assert!(
+        response.contains("past the NATS server's max_payload of 2048\n"),
+        "{response}"
+    );
+    // A small one still goes.
+    client.send(b"POST /count HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nok");
+    assert_response(&client.response(false), &text_response("b 1 /count"));
+}
+
+fn tls_to_nats_with_a_private_ca(dispatch: Dispatch) {
+    let certificates = common::tls::Certificates::new(&format!("nats-{}", dispatch.name()));
+    let ca = certificates.dir.join("ca.pem");
+    std::fs::write(&ca, certificates.ca_pem()).unwrap();
+    let nats = Nats::start_with(&format!(
+        "tls {{ cert_file: \"{}\", key_file: \"{}\" }}",
+        certificates.files.cert.display(),
+        certificates.files.key.display()
+    ));
+    let cluster = |node: &str| {
+        let url = format!("tls://localhost:{}", nats.addr.port());
+        let mut cluster = uppercut_mio_server::ClusterConfig::new(
+            vec![uppercut_mio_server::NatsUrl::parse(&url).unwrap()],
+            node,
+        );
+        cluster.ca = Some(ca.clone());
+        Config {
+            cluster: Some(cluster),
+            ..config(dispatch)
+        }
+    };
+    let b = start_with(
+        &cluster("b"),
+        Routes::new().spawn(
+            "counter",
+            Counter {
+                node: "b",
+                count: 0,
+            },
+        ),
+    );
+    let a = start_with(
+        &cluster("a"),
+        Routes::new().actor(&[Method::Get], "/count", "counter@b"),
+    );
+    wait_ready(&b);
+    wait_ready(&a);
+    let mut client = Client::connect(a.local_addr());
+    client.send(get("/count").as_bytes());
+    assert_response(&client.response(false), &text_response("b 1 /count"));
+}
+
+in_both_modes!(
+    malformed_messages_from_nats_are_dropped_and_counted,
+    refused_credentials_keep_the_server_local_and_say_so,
+    a_message_past_max_payload_is_refused_at_the_call,
+    tls_to_nats_with_a_private_ca,
+);

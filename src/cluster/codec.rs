@@ -381,8 +381,7 @@ mod tests {
         let inbound = round_trip(|out, scratch| {
             write_answer(out, scratch, b"r.1", &response, "b", 1 << 20).unwrap();
         });
-        let Ok(Inbound::Answer(got)) = inbound
-        else {
+        let Ok(Inbound::Answer(got)) = inbound else {
             panic!("{inbound:?}");
         };
         assert_eq!(got.status, 200);

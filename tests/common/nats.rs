@@ -24,6 +24,8 @@ const MODULE: &str = "github.com/nats-io/nats-server/v2@v2.10.29";
 pub struct Nats {
     child: Child,
     pub addr: SocketAddr,
+    /// Its monitoring port (`/connz`).
+    monitor: SocketAddr,
     dir: PathBuf,
     /// What it was started with, to start it again on the same port.
     config: String,
@@ -103,7 +105,11 @@ impl Nats {
         } else {
             port.to_string()
         };
-        std::fs::write(&file, format!("listen: \"127.0.0.1:{port}\"\n{config}\n")).unwrap();
+        std::fs::write(
+            &file,
+            format!("listen: \"127.0.0.1:{port}\"\nhttp: \"127.0.0.1:-1\"\n{config}\n"),
+        )
+        .unwrap();
         let mut child = Command::new(binary())
             .arg("-c")
             .arg(&file)
@@ -116,25 +122,60 @@ impl Nats {
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("Listening for client connections on ") {
-                    let addr = line[at + 36..].trim().to_string();
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(addr);
+                for (says, what) in [
+                    ("Listening for client connections on ", "client"),
+                    ("Starting http monitor on ", "monitor"),
+                ] {
+                    if let Some(at) = line.find(says) {
+                        let addr = line[at + says.len()..].trim().trim_start_matches("http://");
+                        let _ = tx.send((what, addr.to_string()));
                     }
                 }
             }
         });
-        let addr = rx
-            .recv_timeout(IO_TIMEOUT)
-            .expect("nats-server says where it listens");
+        let (mut addr, mut monitor) = (None, None);
+        while addr.is_none() || monitor.is_none() {
+            let (what, at) = rx
+                .recv_timeout(IO_TIMEOUT)
+                .expect("nats-server says where it listens");
+            let at: SocketAddr = at.parse().expect("an address");
+            match what {
+                "client" => addr = Some(at),
+                _ => monitor = Some(at),
+            }
+        }
         Nats {
             child,
-            addr: addr.parse().expect("an address"),
+            addr: addr.unwrap(),
+            monitor: monitor.unwrap(),
             dir,
             config: config.to_string(),
         }
+    }
+
+    /// How many client connections subscribe to exactly `subject`, from
+    /// nats-server's own monitoring (`/connz?subs=1`).
+    pub fn subscribers(&self, subject: &str) -> usize {
+        let mut stream = TcpStream::connect(self.monitor).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream
+            .write_all(b"GET /connz?subs=1&limit=1024 HTTP/1.0\r\n\r\n")
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let connz: serde_json::Value = serde_json::from_str(body).expect("connz JSON");
+        connz["connections"].as_array().map_or(0, |connections| {
+            connections
+                .iter()
+                .filter(|c| {
+                    c["subscriptions_list"]
+                        .as_array()
+                        .is_some_and(|subs| subs.iter().any(|s| s == subject))
+                })
+                .count()
+        })
     }
 
     /// `nats://127.0.0.1:PORT`.

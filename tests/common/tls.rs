@@ -64,6 +64,21 @@ impl Certificates {
         fs::write(&self.files.key, key.serialize_pem()).expect("write the key");
     }
 
+    /// The CA's certificate, as PEM (for clients that read a file).
+    pub fn ca_pem(&self) -> String {
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(self.ca.as_ref());
+        let lines: Vec<&str> = encoded
+            .as_bytes()
+            .chunks(64)
+            .map(|line| std::str::from_utf8(line).unwrap())
+            .collect();
+        format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            lines.join("\n")
+        )
+    }
+
     /// A client configuration that trusts this CA, offering `http/1.1`.
     pub fn client_config(&self) -> Arc<ClientConfig> {
         client_config(
