@@ -63,6 +63,7 @@ fn main() {
     };
     let routes = Routes::new().websocket("/chat", |_request| Member);
     let server = Server::start(&config, routes).expect("start the server");
-    println!("listening on ws://{}/chat", server.local_addr());
+    let addr = server.local_addr();
+    println!("listening on http://{addr} (the room at ws://{addr}/chat)");
     server.run_until_signal();
 }

@@ -768,3 +768,117 @@ in_both_modes!(
     a_message_past_max_payload_is_refused_at_the_call,
     tls_to_nats_with_a_private_ca,
 );
+
+/// `promtool check metrics` accepts the page with the cluster's series,
+/// after remote calls (the histogram has samples); and the access log
+/// names the node that answered a remote route.
+fn the_cluster_series_pass_promtool_and_the_log_names_the_node(dispatch: Dispatch) {
+    use std::io::Write;
+    let nats = Nats::start();
+    let _b = node(
+        &nats,
+        "b",
+        dispatch,
+        Routes::new().spawn(
+            "counter",
+            Counter {
+                node: "b",
+                count: 0,
+            },
+        ),
+    );
+    let log = std::env::temp_dir().join(format!(
+        "cluster-access-{}-{}.log",
+        std::process::id(),
+        dispatch.name()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let config = Config {
+        cluster: Some(nats.cluster("a")),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        access_log: Some(uppercut_mio_server::AccessLogTarget::File(log.clone())),
+        ..config(dispatch)
+    };
+    let a = start_with(
+        &config,
+        Routes::standard().actor(&[Method::Get], "/count", "counter@b"),
+    );
+    wait_ready(&a);
+    let mut client = Client::connect(a.local_addr());
+    for _ in 0..3 {
+        client.send(get("/count").as_bytes());
+        client.response(false);
+    }
+    client.send(get("/").as_bytes());
+    client.response(false);
+    let page = metrics_page(&a);
+    let page = page.split("\r\n\r\n").nth(1).unwrap().to_string();
+    assert_eq!(sample(&page, "uppercut_nats_call_seconds_count"), 3);
+    assert_eq!(
+        sample(
+            &page,
+            "uppercut_nats_messages_total{kind=\"request\",direction=\"out\"}"
+        ),
+        3
+    );
+    assert_eq!(
+        sample(
+            &page,
+            "uppercut_nats_messages_total{kind=\"reply\",direction=\"in\"}"
+        ),
+        3
+    );
+    match std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+    {
+        Ok(_) => {
+            let (status, said) = std::process::Command::new("promtool")
+                .args(["check", "metrics"])
+                .stdin(std::process::Stdio::piped())
+                .output_with(page.as_bytes());
+            assert!(status.success(), "promtool: {said}\n{page}");
+        }
+        Err(_) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "promtool is not installed"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: promtool not installed: the cluster series were not checked"
+            );
+        }
+    }
+    drop(a);
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let counted: Vec<&str> = lines.lines().filter(|l| l.contains("GET /count")).collect();
+    assert_eq!(counted.len(), 3, "{lines}");
+    assert!(counted.iter().all(|l| l.ends_with(" node=b")), "{lines}");
+    let hello = lines.lines().find(|l| l.contains("GET / HTTP")).unwrap();
+    assert!(!hello.contains("node="), "{hello}");
+}
+
+/// Feeds a child its stdin and collects its status and output.
+trait OutputWith {
+    fn output_with(&mut self, input: &[u8]) -> (std::process::ExitStatus, String);
+}
+
+impl OutputWith for std::process::Command {
+    fn output_with(&mut self, input: &[u8]) -> (std::process::ExitStatus, String) {
+        use std::io::Write;
+        let mut child = self
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status, text)
+    }
+}
+
+in_both_modes!(the_cluster_series_pass_promtool_and_the_log_names_the_node);

@@ -145,3 +145,104 @@ fn every_example_compiles_in_a_crate_that_depends_only_on_this_one() {
         String::from_utf8_lossy(&checked.stderr)
     );
 }
+
+/// Example `name` with `args` after its address, on a free port.
+fn start_example_with(name: &str, args: &[&str]) -> Running {
+    let addr = free_port();
+    let mut command = Command::new(example_path(name));
+    command.arg(addr.to_string()).args(args);
+    Running::start(command)
+}
+
+/// Asks `path` of `addr` until the answer is not a 503 (the example's
+/// cluster is still connecting); that answer.
+fn get_when_ready(addr: SocketAddr, path: &str) -> Vec<u8> {
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    loop {
+        let mut client = Client::connect(addr);
+        let response = get(&mut client, path);
+        if !response.starts_with(b"HTTP/1.1 503 ") {
+            return response;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            common::text(&response)
+        );
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_cluster_counter_example_counts_once_across_servers() {
+    let nats = common::nats::Nats::start();
+    let url = nats.url();
+    let owner = start_example_with("cluster_counter", &[&url, "a", "--owner"]);
+    let other = start_example_with("cluster_counter", &[&url, "b"]);
+    let fields = "Content-Type: text/plain; charset=utf-8\r\n";
+    // The first answer that is not 503 may come from either: each counts.
+    let first = get_when_ready(other.addr, "/count");
+    assert_response(&first, &built("200 OK", fields, "1\n"));
+    let mut owner_client = Client::connect(owner.addr);
+    let mut other_client = Client::connect(other.addr);
+    for n in 2..=5 {
+        let client = if n % 2 == 0 {
+            &mut owner_client
+        } else {
+            &mut other_client
+        };
+        let response = get(client, "/count");
+        assert_response(&response, &built("200 OK", fields, &format!("{n}\n")));
+    }
+    terminate_and_expect_success(other);
+    terminate_and_expect_success(owner);
+}
+
+#[test]
+fn the_chat_example_joins_its_room_across_servers() {
+    use common::integrity::{connect, read_frame, upgrade, Pace, Reader};
+    let nats = common::nats::Nats::start();
+    let url = nats.url();
+    let a = start_example_with("chat", &["--nats", &url, "--node", "a"]);
+    let b = start_example_with("chat", &["--nats", &url, "--node", "b"]);
+    let join = |addr: SocketAddr| {
+        let mut member = Reader::new(connect(addr, None, Pace::Fast), Pace::Fast);
+        upgrade(&mut member, "/chat");
+        member
+    };
+    let (mut on_a, mut on_b) = (join(a.addr), join(b.addr));
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    while nats.subscribers("upc.t.chat") < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "both servers subscribed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    on_a.send(&common::integrity::client_frame(
+        1,
+        b"hello from a",
+        [9, 8, 7, 6],
+    ));
+    for member in [&mut on_a, &mut on_b] {
+        let frame = read_frame(member);
+        assert_eq!(
+            (frame.head, frame.payload),
+            (0x81, b"hello from a".to_vec())
+        );
+    }
+    on_b.send(&common::integrity::client_frame(
+        1,
+        b"and from b",
+        [1, 2, 3, 4],
+    ));
+    for member in [&mut on_a, &mut on_b] {
+        let frame = read_frame(member);
+        assert_eq!((frame.head, frame.payload), (0x81, b"and from b".to_vec()));
+    }
+    // Gone before the drain, which would otherwise wait for their close.
+    drop((on_a, on_b));
+    terminate_and_expect_success(a);
+    terminate_and_expect_success(b);
+}

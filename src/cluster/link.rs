@@ -126,6 +126,8 @@ pub(crate) struct Link {
     next_topic_sid: u64,
     /// The server drains: no new requests are taken.
     draining: bool,
+    /// Closed for good (the server stops): nothing is logged as lost.
+    stopped: bool,
     taken: Vec<Outbound>,
     read_buf: Box<[u8]>,
     scratch: BytesMut,
@@ -156,6 +158,7 @@ impl Link {
             topics: HashMap::new(),
             next_topic_sid: FIRST_TOPIC_SID,
             draining: false,
+            stopped: false,
             taken: Vec::new(),
             read_buf: vec![0; READ_CHUNK].into_boxed_slice(),
             scratch: BytesMut::new(),
@@ -318,7 +321,12 @@ impl Link {
             self.was_ready = true;
             self.failures = 0;
         } else if links.fetch_sub(1, Ordering::AcqRel) == 1 {
-            warn!("NATS: node {node} lost its connection; remote sends fail until it is back");
+            match self.stopped {
+                true => info!("NATS: node {node} left the cluster"),
+                false => warn!(
+                    "NATS: node {node} lost its connection; remote sends fail until it is back"
+                ),
+            }
         }
     }
 
@@ -767,6 +775,7 @@ impl Link {
 
     /// Closes the connection for good.
     pub(crate) fn stop(&mut self, registry: &Registry) {
+        self.stopped = true;
         self.flush(registry, 0);
         if let Conn::Up(up) = &mut self.conn {
             let _ = registry.deregister(&mut up.socket);
