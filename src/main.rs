@@ -10,7 +10,7 @@ use log::warn;
 use uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::cli::{parse_args, start_line, version_line, Command, USAGE};
 use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse};
-use uppercut_mio_server::{Message, Method, Routes, Server, WebSocket, WsContext};
+use uppercut_mio_server::{Message, Method, Outgoing, Routes, Server, WebSocket, WsContext};
 
 fn main() -> ExitCode {
     // Before anything else: a SIGTERM between the start line and
@@ -68,6 +68,42 @@ fn routes() -> Routes {
         .actor(&[Method::Get], "/hello/blocking", "hello-blocking")
         .spawn_blocking("hello-blocking", BLOCKING_THREADS, |_| Hello::new())
         .websocket("/ws", |_| Echo)
+        .websocket("/chat", |_| ChatMember)
+        .actor(&[Method::Get, Method::Post], "/count", "counter")
+        .spawn("counter", Counter(0))
+}
+
+/// A member of the chat room at `/chat`: the topic `chat`, which with
+/// `--nats` spans every server of the cluster.
+struct ChatMember;
+
+impl WebSocket for ChatMember {
+    fn on_open(&mut self, context: &mut WsContext<'_>) {
+        context.subscribe("chat");
+    }
+
+    fn on_message(&mut self, message: Message<'_>, context: &mut WsContext<'_>) {
+        let outgoing = match message {
+            Message::Text(text) => Outgoing::text(text),
+            Message::Binary(bytes) => Outgoing::binary(bytes.to_vec()),
+        };
+        // This server's members have it whatever happens: the error is
+        // about the other servers, and the server logs and counts it.
+        let _ = context.publish("chat", &outgoing);
+    }
+}
+
+/// Counts `GET /count` and `POST /count`: with `--nats`, other servers
+/// reach it as `counter@NODE` (`--actor-route /count=counter@NODE`).
+struct Counter(u64);
+
+impl AnyActor for Counter {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            self.0 += 1;
+            request.respond(ActorResponse::text(format!("{}\n", self.0)));
+        }
+    }
 }
 
 /// Echoes every WebSocket message at `/ws`, for `bench/run --ws`.
