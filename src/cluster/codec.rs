@@ -57,8 +57,13 @@ pub(crate) enum Inbound {
     Answer(ActorResponse),
     /// The actor dropped our request unanswered.
     Gone,
-    /// Bytes, from `from` (empty when nobody said).
-    Bytes { payload: Payload, from: String },
+    /// Bytes, from `from` (empty when nobody said), sent on `node` (empty
+    /// when not sent by a server of the cluster).
+    Bytes {
+        payload: Payload,
+        from: String,
+        node: Bytes,
+    },
 }
 
 /// Writes a request for `subject`, answered at `reply`; its size on the
@@ -152,14 +157,15 @@ pub(crate) fn write_gone(out: &mut BytesMut, scratch: &mut BytesMut, reply: &[u8
     proto::write_hpub(out, reply, None, scratch, b"");
 }
 
-/// Writes bytes from `from` for `subject` (see [`write_request`] for the
-/// result).
+/// Writes bytes from `from` on `node` for `subject` (see
+/// [`write_request`] for the result).
 pub(crate) fn write_bytes(
     out: &mut BytesMut,
     scratch: &mut BytesMut,
     subject: &[u8],
     payload: &Payload,
     from: &str,
+    node: &str,
     max: usize,
 ) -> Result<usize, usize> {
     scratch.clear();
@@ -168,6 +174,7 @@ pub(crate) fn write_bytes(
     if !from.is_empty() {
         headers.field(FROM, from.as_bytes());
     }
+    headers.field(NODE, node.as_bytes());
     headers.end();
     finish(out, subject, None, scratch, payload.bytes(), max)
 }
@@ -178,6 +185,7 @@ pub(crate) fn read(headers: &[u8], payload: Bytes) -> Result<Inbound, Malformed>
         return Ok(Inbound::Bytes {
             payload: Payload::Bytes(payload),
             from: String::new(),
+            node: Bytes::new(),
         });
     }
     let block = HeaderBlock::parse(headers).map_err(|_| Malformed("header block"))?;
@@ -194,7 +202,12 @@ pub(crate) fn read(headers: &[u8], payload: Bytes) -> Result<Inbound, Malformed>
                     .to_string(),
                 None => String::new(),
             };
-            Ok(Inbound::Bytes { payload, from })
+            let node = Bytes::copy_from_slice(block.get(NODE).unwrap_or_default());
+            Ok(Inbound::Bytes {
+                payload,
+                from,
+                node,
+            })
         }
     }
 }
@@ -397,15 +410,32 @@ mod tests {
     fn bytes_arrive_with_their_sender() {
         let payload = Payload::Text(Bytes::from_static("héllo".as_bytes()));
         let inbound = round_trip(|out, scratch| {
-            write_bytes(out, scratch, b"upc.t.room", &payload, "ws/3@a", 1 << 20).unwrap();
+            write_bytes(
+                out,
+                scratch,
+                b"upc.t.room",
+                &payload,
+                "ws/3@a",
+                "a",
+                1 << 20,
+            )
+            .unwrap();
         });
-        let Ok(Inbound::Bytes { payload: got, from }) = inbound else {
+        let Ok(Inbound::Bytes {
+            payload: got,
+            from,
+            node,
+        }) = inbound
+        else {
             panic!("{inbound:?}");
         };
-        assert_eq!((got, from.as_str()), (payload, "ws/3@a"));
+        assert_eq!(
+            (got, from.as_str(), &node[..]),
+            (payload, "ws/3@a", &b"a"[..])
+        );
         let plain = read(b"", Bytes::from_static(b"raw"));
         assert!(
-            matches!(plain, Ok(Inbound::Bytes { payload: Payload::Bytes(b), from }) if &b[..] == b"raw" && from.is_empty())
+            matches!(plain, Ok(Inbound::Bytes { payload: Payload::Bytes(b), from, .. }) if &b[..] == b"raw" && from.is_empty())
         );
     }
 
@@ -413,10 +443,10 @@ mod tests {
     fn nothing_past_max_payload_is_written() {
         let (mut out, mut scratch) = (BytesMut::new(), BytesMut::new());
         let payload = Payload::Vec(Bytes::from(vec![0u8; 100]));
-        let written = write_bytes(&mut out, &mut scratch, b"s", &payload, "", 120);
+        let written = write_bytes(&mut out, &mut scratch, b"s", &payload, "", "a", 120);
         assert_eq!(written, Err(100 + scratch.len()));
         assert!(out.is_empty());
-        let written = write_bytes(&mut out, &mut scratch, b"s", &payload, "", 200).unwrap();
+        let written = write_bytes(&mut out, &mut scratch, b"s", &payload, "", "a", 200).unwrap();
         assert_eq!(written, 100 + scratch.len());
         assert!(round_trip(|out, scratch| write_gone(out, scratch, b"r.1"))
             .is_ok_and(|i| matches!(i, Inbound::Gone)));

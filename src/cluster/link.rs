@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use log::{debug, info, warn};
 use mio::event::Event;
 use mio::net::TcpStream;
@@ -45,7 +45,7 @@ use crate::nats::info::ServerInfo;
 use crate::nats::proto::{self, Msg};
 use crate::nats::session::{Event as NatsEvent, Phase, Session};
 use crate::nats::url::NatsUrl;
-use crate::observe::cluster_metrics::{Carried, Dropped, Refusal};
+use crate::observe::cluster_metrics::{Carried, ClusterMetrics, Dropped, Refusal};
 use crate::routes::actor::ActorRequest;
 use crate::routes::reply::{Outcome, ReplySink, ReplyTo};
 
@@ -539,6 +539,7 @@ impl Link {
                 let answer = Box::new(RemoteAnswer {
                     port: Arc::clone(&self.port),
                     reply,
+                    metrics: Arc::clone(&metrics),
                 });
                 let request = ActorRequest::new(parts, ReplyTo::Elsewhere(answer));
                 if !context.directory().reaches(&name) {
@@ -549,22 +550,25 @@ impl Link {
                 }
                 context.send_as("", &name, Envelope::of(request));
             }
-            (Addressed::Actor(name), Ok(Inbound::Bytes { payload, from })) => {
+            (Addressed::Actor(name), Ok(Inbound::Bytes { payload, from, .. })) => {
                 metrics.received(Carried::Publish, size);
                 if !context.directory().reaches(&name) {
                     return metrics.dropped(Dropped::NoActor);
                 }
                 context.send_as(&from, &name, payload.envelope(&from));
             }
-            (Addressed::Topic(topic), Ok(Inbound::Bytes { payload, from })) => {
+            (
+                Addressed::Topic(topic),
+                Ok(Inbound::Bytes {
+                    payload,
+                    from,
+                    node,
+                }),
+            ) => {
                 metrics.received(Carried::Publish, size);
                 // This node's other pollers' messages: its subscribers had
                 // them from the publisher itself.
-                let node = &self.cluster.config().node;
-                if from
-                    .rsplit_once('@')
-                    .is_some_and(|(_, from_node)| from_node == node)
-                {
+                if node == self.cluster.config().node.as_bytes() {
                     return;
                 }
                 let directory = context.directory();
@@ -622,7 +626,9 @@ impl Link {
         self.port.take(&mut taken);
         let found = !taken.is_empty();
         for item in taken.drain(..) {
-            self.port.done(item.size());
+            if !matches!(item, Outbound::Topic { .. }) {
+                self.port.done(item.size());
+            }
             self.write_item(item, now_ms);
         }
         self.taken = taken;
@@ -649,7 +655,11 @@ impl Link {
         let max = up.session.max_payload();
         let scratch = &mut self.scratch;
         match item {
-            Outbound::Request { subject, request } => {
+            Outbound::Request {
+                subject,
+                request,
+                timeout,
+            } => {
                 self.next_id += 1;
                 let id = self.next_id;
                 let mut reply = BytesMut::from(&self.answer_prefix[..]);
@@ -668,8 +678,8 @@ impl Link {
                         metrics.sent(Carried::Request, size);
                         let (_, reply_to) = request.into_parts();
                         if let Some(reply_to) = reply_to {
-                            let deadline_ms =
-                                now_ms + self.cluster.config().call_timeout.as_millis() as u64;
+                            // A moment past the asker's own timeout.
+                            let deadline_ms = now_ms + timeout.as_millis() as u64 + 1_000;
                             self.awaited.insert(
                                 id,
                                 Awaited {
@@ -720,7 +730,9 @@ impl Link {
                 payload,
             } => {
                 let out = up.session.output();
-                match codec::write_bytes(out, scratch, subject.as_bytes(), &payload, &from, max) {
+                let node = &self.cluster.config().node;
+                let subject = subject.as_bytes();
+                match codec::write_bytes(out, scratch, subject, &payload, &from, node, max) {
                     Ok(size) => metrics.sent(Carried::Publish, size),
                     Err(_) => metrics.refused(Refusal::TooLarge),
                 }
@@ -743,15 +755,26 @@ impl Link {
                 Some(self.next_topic_sid)
             }
             false => self.topics.remove(&topic).inspect(|&sid| {
-                if let Conn::Up(up) = &mut self.conn {
-                    proto::write_unsub(up.session.output(), sid);
+                if let Some(out) = self.connected_output() {
+                    proto::write_unsub(out, sid);
                 }
             }),
         };
-        if let (true, Some(sid), Conn::Up(up)) = (subscribed, sid, &mut self.conn) {
-            if up.session.phase() == Phase::Ready {
-                proto::write_sub(up.session.output(), subject.as_bytes(), None, sid);
+        if let (true, Some(sid)) = (subscribed, sid) {
+            if let Some(out) = self.connected_output() {
+                proto::write_sub(out, subject.as_bytes(), None, sid);
             }
+        }
+    }
+
+    /// The session's output once `CONNECT` went out (before it, the
+    /// subscriptions go with the `CONNECT`).
+    fn connected_output(&mut self) -> Option<&mut BytesMut> {
+        match &mut self.conn {
+            Conn::Up(up) if matches!(up.session.phase(), Phase::AwaitPong | Phase::Ready) => {
+                Some(up.session.output())
+            }
+            _ => None,
         }
     }
 
@@ -763,11 +786,11 @@ impl Link {
             return;
         }
         self.draining = true;
-        if let Conn::Up(up) = &mut self.conn {
-            let out = up.session.output();
+        let services = self.cluster.names().len() as u64;
+        if let Some(out) = self.connected_output() {
             proto::write_unsub(out, ACTORS_SID);
-            for at in 0..self.cluster.names().len() {
-                proto::write_unsub(out, FIRST_SERVICE_SID + at as u64);
+            for at in 0..services {
+                proto::write_unsub(out, FIRST_SERVICE_SID + at);
             }
         }
         self.flush(registry, now_ms);
@@ -812,7 +835,9 @@ fn connect_result(socket: &TcpStream, event: &Event) -> Result<bool, String> {
     }
 }
 
-/// Writes the session's output: to the socket, or through TLS.
+/// Writes the session's output: to the socket, or through TLS. What the
+/// socket does not take stays in the output, where it counts against the
+/// bound on what waits for NATS.
 fn write_out(up: &mut Up) -> io::Result<()> {
     let output = up.session.output();
     match &mut up.tls {
@@ -820,44 +845,43 @@ fn write_out(up: &mut Up) -> io::Result<()> {
             while !output.is_empty() {
                 match up.socket.write(output) {
                     Ok(0) => return Err(ErrorKind::WriteZero.into()),
-                    Ok(len) => {
-                        let _ = output.split_to(len);
-                    }
+                    Ok(len) => output.advance(len),
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 }
             }
-            if output.is_empty() && output.capacity() > 1 << 20 {
-                // A burst's buffer is not kept.
-                *output = BytesMut::new();
-            }
         }
-        Some(tls) => {
-            if !output.is_empty() {
-                tls.writer().write_all(output)?;
-                output.clear();
-            }
+        Some(tls) => loop {
             while tls.wants_write() {
                 match tls.write_tls(&mut up.socket) {
                     Ok(0) => return Err(ErrorKind::WriteZero.into()),
                     Ok(_) => {}
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 }
             }
-        }
+            if output.is_empty() {
+                break;
+            }
+            // Up to rustls' own buffer limit; the rest waits here.
+            let taken = tls.writer().write(output)?;
+            if taken == 0 && !tls.wants_write() {
+                break;
+            }
+            output.advance(taken);
+        },
+    }
+    if output.is_empty() && output.capacity() > 1 << 20 {
+        // A burst's buffer is not kept.
+        *output = BytesMut::new();
     }
     Ok(())
 }
 
 /// Refuses `item`: a request is answered (503 or 413), the rest counted.
-fn refuse(
-    item: Outbound,
-    error: SendError,
-    metrics: &crate::observe::cluster_metrics::ClusterMetrics,
-) {
+fn refuse(item: Outbound, error: SendError, metrics: &ClusterMetrics) {
     metrics.refused(match error {
         SendError::TooLarge { .. } => Refusal::TooLarge,
         SendError::BufferFull => Refusal::BufferFull,
@@ -884,16 +908,24 @@ fn describe_subject(subject: &str) -> String {
 struct RemoteAnswer {
     port: Arc<LinkPort>,
     reply: Bytes,
+    metrics: Arc<ClusterMetrics>,
 }
 
 impl ReplySink for RemoteAnswer {
     fn send(self: Box<Self>, outcome: Outcome) {
-        // Refused only when the link went down, which lost the asker's
-        // request too.
-        let _ = self.port.push(Outbound::Answer {
+        let answer = Outbound::Answer {
             reply: self.reply,
             outcome,
-        });
+        };
+        // Refused when the link is down (which lost the asker's request
+        // too) or too much waits: counted; the asker times out.
+        if let Err(refused) = self.port.push(answer) {
+            self.metrics.refused(match refused.error {
+                SendError::BufferFull => Refusal::BufferFull,
+                SendError::TooLarge { .. } => Refusal::TooLarge,
+                _ => Refusal::Unreachable,
+            });
+        }
     }
 }
 

@@ -27,6 +27,7 @@ pub(crate) mod tls;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use uppercut::api::Envelope;
@@ -129,11 +130,18 @@ impl Cluster {
     }
 
     /// Sends an actor route's `request` to `to` through poller `poller`'s
-    /// link (the one its answer comes back on); a request that cannot go
-    /// is answered at once.
-    pub(crate) fn request(&self, poller: usize, to: &RemoteAddr, request: ActorRequest) {
+    /// link (the one its answer comes back on), awaiting its answer for
+    /// `timeout` (the route's); a request that cannot go is answered at
+    /// once.
+    pub(crate) fn request(
+        &self,
+        poller: usize,
+        to: &RemoteAddr,
+        request: ActorRequest,
+        timeout: Duration,
+    ) {
         let subject = self.subject(to);
-        let _ = self.push_request(self.port(poller), subject, request);
+        let _ = self.push_request(self.port(poller), subject, request, timeout);
     }
 
     fn push_request(
@@ -141,8 +149,14 @@ impl Cluster {
         port: &LinkPort,
         subject: String,
         request: ActorRequest,
+        timeout: Duration,
     ) -> Result<(), SendError> {
-        let Err(refused) = port.push(Outbound::Request { subject, request }) else {
+        let item = Outbound::Request {
+            subject,
+            request,
+            timeout,
+        };
+        let Err(refused) = port.push(item) else {
             return Ok(());
         };
         let error = refused.error;
@@ -180,7 +194,10 @@ impl Remote for Cluster {
         let subject = self.subject(to);
         let port = self.port_of(from);
         let message = match envelope.message.downcast::<ActorRequest>() {
-            Ok(request) => return self.push_request(port, subject, *request),
+            Ok(request) => {
+                let timeout = self.config.call_timeout;
+                return self.push_request(port, subject, *request, timeout);
+            }
             Err(message) => message,
         };
         let Ok(payload) = Payload::take(message) else {

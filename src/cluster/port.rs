@@ -13,6 +13,7 @@ use std::fmt;
 use std::mem;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -29,6 +30,8 @@ pub(crate) enum Outbound {
     Request {
         subject: String,
         request: ActorRequest,
+        /// How long its answer is awaited (its asker's own timeout).
+        timeout: Duration,
     },
     /// The answer to another server's request, to its reply subject.
     Answer { reply: Bytes, outcome: Outcome },

@@ -223,7 +223,7 @@ impl Connection {
             CallPath::Remote(to) => {
                 let cluster = shared.cluster()?;
                 let expected = reply::expect(shared.reply_queue_id(), id);
-                cluster.request(shared.index(), to, request);
+                cluster.request(shared.index(), to, request, timeout);
                 let outcome = expected.finish()?;
                 self.call = None;
                 self.mailbox.abandon(id);

@@ -194,11 +194,33 @@ impl Nats {
         *self = Nats::start_at(&self.config.clone(), self.addr.port());
     }
 
-    /// Sends SIGSTOP (`true`) or SIGCONT (`false`).
+    /// Sends SIGSTOP (`true`) and waits until every thread of it has
+    /// stopped, or sends SIGCONT (`false`).
     pub fn pause(&self, stop: bool) {
         let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
         // SAFETY: a signal to a child process this test started.
         unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        if !stop {
+            return;
+        }
+        // A stop reaches each thread as it next runs: until then, one of
+        // them may still pass a message on.
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let stopped = std::fs::read_dir(&tasks).unwrap().all(|task| {
+                let stat = std::fs::read_to_string(task.unwrap().path().join("stat"));
+                // The state follows the command's closing parenthesis.
+                stat.ok()
+                    .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+                    .unwrap_or(true)
+            });
+            if stopped {
+                return;
+            }
+            assert!(Instant::now() < deadline, "nats-server did not stop");
+            std::thread::yield_now();
+        }
     }
 
     pub fn kill(&mut self) {
