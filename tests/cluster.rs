@@ -282,10 +282,16 @@ impl AnyActor for Listener {
             sender.send("topic/room", Envelope::of(uppercut_mio_server::Subscribe));
             return;
         }
-        if let Ok(outgoing) = message.downcast::<uppercut_mio_server::Outgoing>() {
-            let text = String::from_utf8_lossy(outgoing.payload()).into_owned();
-            self.heard.push(format!("{text} from {from}"));
-        }
+        // What a WebSocket published, as its Outgoing; what Server::publish
+        // did, as the String it was.
+        let text = match message.downcast::<uppercut_mio_server::Outgoing>() {
+            Ok(outgoing) => String::from_utf8_lossy(outgoing.payload()).into_owned(),
+            Err(message) => match message.downcast::<String>() {
+                Ok(text) => *text,
+                Err(_) => return,
+            },
+        };
+        self.heard.push(format!("{text} from {from}"));
     }
 }
 
@@ -335,14 +341,38 @@ fn a_topic_reaches_every_subscriber_on_every_server_once_in_order(dispatch: Disp
             );
         }
     }
+    // From outside the server (no address): once to each member, here and
+    // there. Member 3 (on b) speaks only once it heard it, so NATS carries
+    // its message to a after a's own (which a must not hand its members
+    // twice): the next frame each reads is member 3's.
+    a.publish("room", "from outside".to_string()).unwrap();
+    for member in &mut members {
+        let frame = common::integrity::read_frame(member);
+        assert_eq!(
+            (frame.head, &frame.payload[..]),
+            (0x81, &b"from outside"[..])
+        );
+    }
+    members[3].send(&ws_frame(b"last"));
+    for member in &mut members {
+        let frame = common::integrity::read_frame(member);
+        assert_eq!((frame.head, &frame.payload[..]), (0x81, &b"last"[..]));
+    }
     // The owned actors heard all of it too, from the members' addresses.
     for (server, here) in [(&a, "a"), (&b, "b")] {
         let mut client = Client::connect(server.local_addr());
         client.send(get("/heard").as_bytes());
         let response = common::text(&client.response(false));
         let body = response.split("\r\n\r\n").nth(1).unwrap();
-        let lines: Vec<&str> = body.lines().collect();
-        assert_eq!(lines.len(), count, "{here}: {body}");
+        let lines: Vec<&str> = body.lines().take(count).collect();
+        assert_eq!(body.lines().count(), count + 2, "{here}: {body}");
+        // Server::publish is from no address; member 3 is ws/1 of b.
+        let last = match here {
+            "a" => "last from ws/1@b",
+            _ => "last from ws/1",
+        };
+        let rest: Vec<&str> = body.lines().skip(count).collect();
+        assert_eq!(rest, ["from outside from ", last], "{here}");
         for (n, line) in lines.iter().enumerate() {
             let speaker = n % 4;
             let (text, from) = line.split_once(" from ").unwrap();

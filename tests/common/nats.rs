@@ -212,7 +212,10 @@ impl Nats {
                 let stat = std::fs::read_to_string(task.unwrap().path().join("stat"));
                 // The state follows the command's closing parenthesis.
                 stat.ok()
-                    .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+                    .and_then(|stat| {
+                        stat.rsplit_once(") ")
+                            .map(|(_, rest)| rest.starts_with('T'))
+                    })
                     .unwrap_or(true)
             });
             if stopped {
