@@ -51,12 +51,14 @@ as_root() {
     run "${SUDO[@]}" "$@"
 }
 
-# write_root_file PATH MODE CONTENT: install a root-owned config file.
-# Sets FILE_CHANGED=1 when it wrote something, 0 when the file was current.
+# write_root_file PATH MODE CONTENT [SHOWN]: install a root-owned config
+# file. A dry run prints SHOWN instead of CONTENT when given (CONTENT with
+# its secrets masked). Sets FILE_CHANGED=1 when it wrote something, 0 when
+# the file was current.
 FILE_CHANGED=0
 # shellcheck disable=SC2034 # FILE_CHANGED is this function's answer, read by its callers
 write_root_file() {
-    local path=$1 mode=$2 content=$3
+    local path=$1 mode=$2 content=$3 shown=${4-$3}
     FILE_CHANGED=0
     if [[ -f $path ]] && printf '%s\n' "$content" | cmp -s - "$path"; then
         already "up to date: $path"
@@ -66,7 +68,7 @@ write_root_file() {
     CHANGES=$((CHANGES + 1))
     if ((DRY_RUN)); then
         info "[dry-run] write $path (mode $mode${SUDO[*]:+, via sudo tee}):"
-        printf '%s\n' "$content" | sed 's/^/        | /'
+        printf '%s\n' "$shown" | sed 's/^/        | /'
         return 0
     fi
     info "+ write $path"
@@ -78,6 +80,8 @@ write_root_file() {
 }
 
 # ------------------------------------------------------------ platform --
+
+systemd_running() { [[ -d /run/systemd/system ]]; }
 
 OS_ID=""
 OS_VERSION=""
