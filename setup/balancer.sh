@@ -9,8 +9,6 @@ NGINX_MAIN_CONF=/etc/nginx/nginx.conf
 # connections (client + upstream), so `wrk -c1000` needs more than that.
 NGINX_WORKER_CONNECTIONS=4096
 
-systemd_running() { [[ -d /run/systemd/system ]]; }
-
 # The nginx config for the balancer, on stdout. It belongs in nginx's http
 # context (conf.d/). scripts/scale-out.sh runs exactly this text, so keep
 # anything box-specific (logs, pid, workers) out of it.
@@ -29,6 +27,15 @@ nginx_config() {
     keepalive_requests 100000;
 }
 
+# WebSocket routes (/ws, /chat): a request asking for an upgrade is passed
+# on with "Connection: upgrade"; every other request with no Connection
+# header at all, which is what lets nginx put upstream connections back
+# into the keepalive pool.
+map $http_upgrade $uppercut_mio_server_connection {
+    default upgrade;
+    ''      '';
+}
+
 server {
 EOF
     printf '    listen %s;\n' "$LISTEN"
@@ -38,11 +45,17 @@ EOF
 
     location / {
         proxy_pass http://uppercut_mio_server;
-        # HTTP/1.1 and an empty Connection header are what let nginx put
-        # upstream connections back into the keepalive pool.
+        # HTTP/1.1, and no Connection header on a plain request (the map
+        # above), are what let nginx put upstream connections back into
+        # the keepalive pool.
         proxy_http_version 1.1;
-        proxy_set_header Connection "";
+        proxy_set_header Connection $uppercut_mio_server_connection;
+        proxy_set_header Upgrade $http_upgrade;
         proxy_set_header Host $host;
+        # An upgraded connection is closed when the backend sends nothing
+        # for this long. The server pings a WebSocket that sent nothing for
+        # its --keepalive-timeout (75 s by default), so wait longer.
+        proxy_read_timeout 120s;
     }
 }
 EOF
