@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # setup/server.sh: the server role: toolchain, perf, kernel limits and the
-# release build. Sourced by cloud-setup.sh, which sets REPO_DIR and BIND.
+# release build. Sourced by cloud-setup.sh, which sets REPO_DIR, BIND,
+# NATS_URLS and NODE.
 
 BIN_NAME=uppercut-mio-server
 SYSCTL_FILE=/etc/sysctl.d/60-uppercut-mio-server.conf
@@ -159,11 +160,25 @@ role_server() {
     step "Release build"
     build_release
 
-    local repo
+    local repo start
     repo=$(show_cmd "$REPO_DIR")
+    start=(./target/release/"$BIN_NAME" --bind "$BIND")
+    [[ -z $NATS_URLS ]] || start+=(--nats "$NATS_URLS")
+    [[ -z $NODE ]] || start+=(--node "$NODE")
     step "Next"
     say "Start the server (from a new login shell, so the new limits apply):"
-    say "  cd $repo && ./target/release/$BIN_NAME --bind $BIND"
+    say "  cd $repo && $(show_cmd "${start[@]}")"
+    if [[ -n $NATS_URLS ]]; then
+        say "In the cluster, its actors are NAME@${NODE:-HOSTNAME} to the other servers (--node, default"
+        say "the host name: each server needs its own). A route answered by one node for all,"
+        say "as the binary's /count:  --actor-route /count=counter@NODE  on the other servers."
+        [[ $NATS_URLS != *tls://* ]] ||
+            say "tls:// trusts the system's roots; --nats-ca CA.pem trusts a private CA instead."
+        say "Add --metrics 127.0.0.1:9090 for the uppercut_nats_* series (docs/operations.md)."
+    else
+        say "To join a cluster (a NATS server from ./cloud-setup.sh nats), add:"
+        say "  --nats nats://NATS-HOST:4222 --node NAME     (each server its own NAME)"
+    fi
     say "For HTTPS, add the certificate chain and key (PEM; SIGHUP reloads them):"
     say "  --tls-cert /etc/ssl/example/fullchain.pem --tls-key /etc/ssl/example/privkey.pem"
     say "Record a flamegraph under local wrk load (writes flamegraph/local.svg):"
