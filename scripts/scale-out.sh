@@ -7,8 +7,18 @@
 # 1,000 requests through nginx and counts, from nginx's own access log
 # ($upstream_addr), how many each backend served. With --wrk it also compares
 # throughput through nginx with throughput straight to one backend.
+#
+# With --cluster the two backends are nodes a and b of a cluster over a
+# private nats-server (its config is what `cloud-setup.sh nats
+# --print-config` writes, with a user and a random password), node b
+# answering /count from node a's counter (--actor-route /count=counter@a).
+# It checks that two WebSocket members of /chat connected through nginx
+# land on different backends and both hear exactly what one of them says,
+# and that requests to /count through nginx, served by both backends, count
+# 1, 2, 3, ... with no gap and no repeat.
+#
 # Everything lives in a temp dir and is stopped and removed on exit; the
-# system nginx (if any) is not touched.
+# system nginx and nats-server (if any) are not touched.
 set -euo pipefail
 
 PROG=$(basename "$0")
@@ -16,17 +26,24 @@ REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 REQUESTS=1000
 RUN_WRK=0
+CLUSTER=0
+NATS_PASSWORD=""
+NATS_URL=""
 BASE_PORT=${BASE_PORT:-9300}
 # Server to start; {addr} becomes 127.0.0.1:PORT. SERVER_CMD wins over
 # SERVER_BIN; both are split on whitespace (no quoting inside).
 SERVER_BIN=${SERVER_BIN:-$REPO_DIR/target/release/uppercut-mio-server}
+# Whether the caller gave one (--cluster cannot run it).
+SERVER_CMD_SET=${SERVER_CMD:+1}
 default_cmd="$SERVER_BIN --bind {addr}"
 SERVER_CMD=${SERVER_CMD:-$default_cmd}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || echo /usr/sbin/nats-server)}
 
 usage() {
     cat <<EOF
 Usage: $PROG [--wrk] [--requests N] [--base-port PORT]
+       $PROG --cluster [--requests N] [--base-port PORT]
 
 Two backends on 127.0.0.1:PORT+1 and :PORT+2, nginx on 127.0.0.1:PORT
 (PORT defaults to 9300), N requests through nginx (default 1000); fails
@@ -34,6 +51,14 @@ unless every backend served a share.
 
   --wrk             also run wrk -t2 -c64 -d5s through nginx and directly
                     against the first backend, and print the ratio
+  --cluster         the backends join a cluster as nodes a and b over a
+                    private nats-server on :PORT+3 (monitoring :PORT+4;
+                    the backends' /metrics on :PORT+5 and :PORT+6), node b
+                    with --actor-route /count=counter@a. Instead of GET /:
+                    two WebSocket members of /chat through nginx, on
+                    different backends, must both hear exactly what one
+                    says; N requests to /count through nginx, served by
+                    both backends, must answer 1, 2, ..., N
   --requests N      how many requests to send through nginx
   --base-port PORT  nginx port; the backends take the next two
   --help, -h        show this help
@@ -44,6 +69,9 @@ Environment:
   SERVER_CMD   full server command instead, {addr} = 127.0.0.1:PORT,
                e.g. SERVER_CMD='/path/to/rawmio {addr} 1'
   NGINX        nginx binary (default: nginx on PATH, else /usr/sbin/nginx)
+  NATS_SERVER  nats-server binary for --cluster (default: nats-server on
+               PATH, else /usr/sbin/nats-server); --cluster runs SERVER_BIN
+               and refuses SERVER_CMD
 EOF
 }
 
@@ -58,6 +86,7 @@ while (($#)); do
         exit 0
         ;;
     --wrk) RUN_WRK=1 ;;
+    --cluster) CLUSTER=1 ;;
     --requests | --base-port)
         (($# >= 2)) || usage_error "$1 needs a value"
         [[ $2 =~ ^[1-9][0-9]*$ ]] || usage_error "$1 wants a positive number, got '$2'"
@@ -68,23 +97,38 @@ while (($#)); do
     esac
     shift
 done
-if ! [[ $BASE_PORT =~ ^[0-9]+$ ]] || ((BASE_PORT < 1024 || BASE_PORT > 65533)); then
-    usage_error "base port must be 1024..65533, got '$BASE_PORT'"
+if ((CLUSTER)); then
+    ((!RUN_WRK)) || usage_error "--wrk and --cluster: one or the other"
+    [[ -z $SERVER_CMD_SET ]] || usage_error "--cluster runs SERVER_BIN; unset SERVER_CMD"
+fi
+# nginx, two backends, and with --cluster NATS, its monitoring and two
+# metrics listeners.
+PORTS_USED=$((CLUSTER ? 7 : 3))
+if ! [[ $BASE_PORT =~ ^[0-9]+$ ]] || ((BASE_PORT < 1024 || BASE_PORT > 65536 - PORTS_USED)); then
+    usage_error "base port must be 1024..$((65536 - PORTS_USED)), got '$BASE_PORT'"
 fi
 
 LB_PORT=$BASE_PORT
 BACKEND_PORTS=("$((BASE_PORT + 1))" "$((BASE_PORT + 2))")
 LB_URL="http://127.0.0.1:$LB_PORT/"
+NATS_PORT=$((BASE_PORT + 3))
+NATS_MONITOR_PORT=$((BASE_PORT + 4))
+METRICS_PORTS=("$((BASE_PORT + 5))" "$((BASE_PORT + 6))")
+NODES=(a b)
 
 [[ -x $NGINX ]] || die "nginx not found: sudo apt-get install nginx-light (or ./cloud-setup.sh balancer ...)"
 command -v curl >/dev/null 2>&1 || die "curl not found"
 if ((RUN_WRK)); then command -v wrk >/dev/null 2>&1 || die "wrk not found: ./cloud-setup.sh client --target 127.0.0.1"; fi
+if ((CLUSTER)); then
+    [[ -x $NATS_SERVER ]] || die "nats-server not found: sudo apt-get install nats-server (or set NATS_SERVER)"
+    command -v python3 >/dev/null 2>&1 || die "python3 not found (for the WebSocket members)"
+fi
 first_word=${SERVER_CMD%% *}
 [[ -x $first_word ]] || command -v "$first_word" >/dev/null 2>&1 ||
     die "server '$first_word' not found: cargo build --release, or set SERVER_BIN / SERVER_CMD"
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for port in "$LB_PORT" "${BACKEND_PORTS[@]}"; do
+for ((port = BASE_PORT; port < BASE_PORT + PORTS_USED; port++)); do
     ! port_busy "$port" || die "127.0.0.1:$port is already in use; try --base-port"
 done
 
@@ -95,9 +139,18 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/scale-out.XXXXXX")
 chmod 755 "$TMP"
 PIDS=()
 NGINX_PID=""
+NATS_PID=""
 cleanup() {
-    local rc=$? pid
+    local rc=$? pid log
     trap - EXIT INT TERM
+    if ((rc == 1)); then
+        # A failed check: what the processes said is the first thing to read.
+        for log in "$TMP"/*.log "$TMP"/logs/error.log; do
+            [[ -s $log ]] || continue
+            printf '\n--- last lines of %s\n' "${log##*/}" >&2
+            tail -n 15 "$log" >&2
+        done
+    fi
     if [[ -n $NGINX_PID ]]; then
         # QUIT = graceful stop; the master takes its workers with it.
         kill -QUIT "$NGINX_PID" 2>/dev/null || true
@@ -114,6 +167,11 @@ cleanup() {
     for pid in "${PIDS[@]}"; do
         wait "$pid" 2>/dev/null || true
     done
+    # NATS last, so the servers leave it in order.
+    if [[ -n $NATS_PID ]]; then
+        kill -TERM "$NATS_PID" 2>/dev/null || true
+        wait "$NATS_PID" 2>/dev/null || true
+    fi
     rm -rf "$TMP"
     exit "$rc"
 }
@@ -137,19 +195,62 @@ wait_http() {
     die "$url did not answer within 10 s"
 }
 
+# metric URL NAME: the value of the sample NAME (labels included, exactly
+# as on the page) on the /metrics page at URL; empty if it is not there.
+metric() {
+    curl -fsS --max-time 2 "$1" 2>/dev/null | awk -v name="$2" '$1 == name { print $2; exit }'
+}
+
+# --------------------------------------------------------------- NATS --
+
+if ((CLUSTER)); then
+    mkdir -p "$TMP/conf"
+    # A password for this run only: the servers log in as a real cluster's would.
+    NATS_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+    # The exact config a real NATS box gets; monitoring moved to our port.
+    NATS_PASSWORD=$NATS_PASSWORD "$REPO_DIR/cloud-setup.sh" nats --print-config \
+        --listen "127.0.0.1:$NATS_PORT" --user scale-out >"$TMP/conf/nats.conf"
+    NATS_URL="nats://scale-out:$NATS_PASSWORD@127.0.0.1:$NATS_PORT"
+    say "nats:    $NATS_SERVER -c $TMP/conf/nats.conf -m $NATS_MONITOR_PORT  (clients on 127.0.0.1:$NATS_PORT)"
+    "$NATS_SERVER" -c "$TMP/conf/nats.conf" -m "$NATS_MONITOR_PORT" >"$TMP/nats.log" 2>&1 &
+    NATS_PID=$!
+    wait_http "http://127.0.0.1:$NATS_MONITOR_PORT/varz" "$NATS_PID" "$TMP/nats.log"
+fi
+
 # ----------------------------------------------------------- backends --
 
+i=0
 for port in "${BACKEND_PORTS[@]}"; do
     read -r -a cmd <<<"${SERVER_CMD//\{addr\}/127.0.0.1:$port}"
-    say "backend: ${cmd[*]}"
+    if ((CLUSTER)); then
+        cmd+=(--metrics "127.0.0.1:${METRICS_PORTS[$i]}" --nats "$NATS_URL" --node "${NODES[$i]}")
+        # Node b's /count is node a's counter: one count for the cluster.
+        ((i == 0)) || cmd+=(--actor-route /count=counter@a)
+    fi
+    shown="${cmd[*]}"
+    say "backend: ${shown//$NATS_PASSWORD/***}"
     "${cmd[@]}" >"$TMP/backend-$port.log" 2>&1 &
     PIDS+=("$!")
+    i=$((i + 1))
 done
 i=0
 for port in "${BACKEND_PORTS[@]}"; do
     wait_http "http://127.0.0.1:$port/" "${PIDS[$i]}" "$TMP/backend-$port.log"
     i=$((i + 1))
 done
+if ((CLUSTER)); then
+    # Joined: every poller of each backend connected and subscribed.
+    for i in 0 1; do
+        url="http://127.0.0.1:${METRICS_PORTS[$i]}/metrics"
+        for _ in $(seq 100); do
+            [[ $(metric "$url" uppercut_nats_connected) == 1 ]] && break
+            sleep 0.1
+        done
+        [[ $(metric "$url" uppercut_nats_connected) == 1 ]] ||
+            die "node ${NODES[$i]} did not connect to NATS within 10 s"
+        say "node ${NODES[$i]} joined ($(metric "$url" uppercut_nats_links_up) pollers connected to NATS)"
+    done
+fi
 
 # -------------------------------------------------------------- nginx --
 
@@ -168,6 +269,14 @@ for mod in proxy fastcgi uwsgi scgi; do
     [[ $nginx_build == *"--without-http_${mod}_module"* ]] && continue
     temp_paths+=$'\n'"    ${mod}_temp_path $TMP/tmp/$mod;"
 done
+
+# --cluster: each answer names the backend that served it, so that the
+# WebSocket members can tell where they landed (nginx balances each worker
+# on its own, so two connections in a row may go to the same backend).
+upstream_header=""
+if ((CLUSTER)); then
+    upstream_header="    add_header X-Upstream \$upstream_addr always;"
+fi
 
 cat >"$TMP/conf/nginx.conf" <<EOF
 # Private nginx for scripts/scale-out.sh; all of its files are in $TMP.
@@ -190,6 +299,7 @@ $temp_paths
         default 0;
     }
     access_log $TMP/logs/access.log upstream if=\$from_curl;
+$upstream_header
 
     include $TMP/conf/balancer.conf;
 }
@@ -210,6 +320,93 @@ wait_http "$LB_URL" "$NGINX_PID" "$TMP/logs/error.log"
 # The readiness probe was a request too; count only what follows.
 : >"$TMP/logs/access.log"
 
+# served: requests per backend, from nginx's access log. One line per
+# request: "<upstream_addr> <status>"; after a retry the field lists several
+# addresses ("a, b"), and the last one served the request.
+declare -A served=()
+tally() {
+    local line addr
+    served=()
+    while read -r line; do
+        addr=${line% *}
+        addr=${addr##*, }
+        served[$addr]=$((${served[$addr]:-0} + 1))
+    done <"$TMP/logs/access.log"
+}
+
+# shares TOTAL: prints the requests per backend; missing = how many served none.
+missing=0
+shares() {
+    local port count
+    tally
+    say ""
+    say "Requests per backend (from nginx's \$upstream_addr):"
+    missing=0
+    for port in "${BACKEND_PORTS[@]}"; do
+        count=${served["127.0.0.1:$port"]:-0}
+        say "$(printf '  127.0.0.1:%-6s %6d  (%5.1f%%)' "$port" "$count" "$(awk -v c="$count" -v t="$1" 'BEGIN { print 100 * c / t }')")"
+        ((count > 0)) || missing=$((missing + 1))
+    done
+}
+
+# sum_metric URL PREFIX: the sum of every sample whose name and labels start
+# with PREFIX on the /metrics page at URL.
+sum_metric() {
+    curl -fsS --max-time 2 "$1" | awk -v p="$2" 'index($1, p) == 1 { n += $2 } END { print n + 0 }'
+}
+
+# ----------------------------------------------------- cluster checks --
+
+if ((CLUSTER)); then
+    say ""
+    say "Chat: two WebSocket members of /chat through nginx, one says something..."
+    chat_ok=1
+    python3 "$REPO_DIR/scripts/ws_chat.py" "127.0.0.1:$LB_PORT" --path /chat \
+        --subscribers "http://127.0.0.1:$NATS_MONITOR_PORT" upc.t.chat >"$TMP/chat.txt" 2>&1 || chat_ok=0
+    sed 's/^/  /' "$TMP/chat.txt"
+    ((chat_ok)) || die "chat: the members did not both hear exactly the message (above)"
+
+    # Only /count from here on.
+    : >"$TMP/logs/access.log"
+    say ""
+    say "Counter: $REQUESTS requests to /count through nginx..."
+    wrong=0
+    first_wrong=""
+    for ((n = 1; n <= REQUESTS; n++)); do
+        rm -f "$TMP/count.txt"
+        code=$(curl -s -o "$TMP/count.txt" -w '%{http_code}' --max-time 5 "${LB_URL}count") || true
+        body=$(cat "$TMP/count.txt" 2>/dev/null || true)
+        if [[ $code != 200 || $body != "$n" ]]; then
+            wrong=$((wrong + 1))
+            [[ -n $first_wrong ]] || first_wrong="request $n got $code '$body', not 200 '$n'"
+        fi
+    done
+    last=$body
+    say "  the last answer was $last; $wrong of $REQUESTS were not the number they should be"
+    shares "$REQUESTS"
+
+    # What node b asked of node a went over NATS, once each.
+    a_url="http://127.0.0.1:${METRICS_PORTS[0]}/metrics"
+    b_url="http://127.0.0.1:${METRICS_PORTS[1]}/metrics"
+    b_share=${served["127.0.0.1:${BACKEND_PORTS[1]}"]:-0}
+    b_out=$(metric "$b_url" 'uppercut_nats_messages_total{kind="request",direction="out"}')
+    a_in=$(metric "$a_url" 'uppercut_nats_messages_total{kind="request",direction="in"}')
+    refused=$(($(sum_metric "$a_url" uppercut_nats_refused_total) + $(sum_metric "$b_url" uppercut_nats_refused_total)))
+    dropped=$(($(sum_metric "$a_url" uppercut_nats_dropped_total) + $(sum_metric "$b_url" uppercut_nats_dropped_total)))
+    say ""
+    say "NATS: node b sent ${b_out:-?} requests, node a took ${a_in:-?}; refused $refused, dropped $dropped"
+
+    say ""
+    ((wrong == 0)) || die "counter: $first_wrong ($wrong of $REQUESTS wrong)"
+    ((missing == 0)) || die "counter: $missing backend(s) served no /count request"
+    [[ $b_out == "$b_share" && $a_in == "$b_share" ]] ||
+        die "counter: node b served $b_share /count requests but sent ${b_out:-?} over NATS, and node a took ${a_in:-?}"
+    ((refused == 0 && dropped == 0)) || die "NATS: $refused send(s) refused, $dropped message(s) dropped"
+    say "OK: chat members on both backends heard exactly the one message; /count through"
+    say "nginx answered 1 .. $REQUESTS in order from node a's counter, on both backends."
+    exit 0
+fi
+
 # ---------------------------------------------------------- 1,000 GETs --
 
 say ""
@@ -221,24 +418,7 @@ for ((n = 0; n < REQUESTS; n++)); do
     if [[ $code == 200 ]]; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
 done
 say "  $ok answered 200, $bad did not"
-
-# One line per request: "<upstream_addr> <status>". After a retry the field
-# lists several addresses ("a, b"); the last one served the request.
-declare -A served=()
-while read -r line; do
-    addr=${line% *}
-    addr=${addr##*, }
-    served[$addr]=$((${served[$addr]:-0} + 1))
-done <"$TMP/logs/access.log"
-
-say ""
-say "Requests per backend (from nginx's \$upstream_addr):"
-missing=0
-for port in "${BACKEND_PORTS[@]}"; do
-    count=${served["127.0.0.1:$port"]:-0}
-    say "$(printf '  127.0.0.1:%-6s %6d  (%5.1f%%)' "$port" "$count" "$(awk -v c="$count" -v t="$REQUESTS" 'BEGIN { print 100 * c / t }')")"
-    ((count > 0)) || missing=$((missing + 1))
-done
+shares "$REQUESTS"
 
 # ------------------------------------------------------ wrk comparison --
 
