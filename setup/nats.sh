@@ -201,6 +201,11 @@ ensure_nats_running() {
 }
 
 role_nats() {
+    local hostport
+    hostport=$(nats_hostport "$LISTEN")
+    if [[ -z $NATS_SECRET && ${hostport%:*} != 127.* && ${hostport%:*} != "[::1]" && ${hostport%:*} != localhost ]]; then
+        warn "no --user or --token: anyone who can reach $hostport can send requests to every server's actors"
+    fi
     step "nats-server"
     ensure_nats_server
     if [[ -n $NATS_TLS_CERT ]]; then
@@ -224,7 +229,7 @@ role_nats() {
         login="\$NATS_TOKEN@"
     fi
     step "Next"
-    say "Listening on $(nats_hostport "$LISTEN"); each server joins with (a --node of its own):"
+    say "Listening on $hostport; each server joins with (a --node of its own):"
     say "  --nats $scheme://$login<this-box>:${LISTEN##*:} --node NAME"
     if [[ -n $NATS_TLS_CERT ]]; then
         say "  and --nats-ca CA.pem unless $NATS_TLS_CERT chains to the system's roots;"
