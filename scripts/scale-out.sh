@@ -349,10 +349,16 @@ shares() {
     done
 }
 
-# sum_metric URL PREFIX: the sum of every sample whose name and labels start
-# with PREFIX on the /metrics page at URL.
-sum_metric() {
-    curl -fsS --max-time 2 "$1" | awk -v p="$2" 'index($1, p) == 1 { n += $2 } END { print n + 0 }'
+# sum_of PAGE PREFIX: the sum of every sample whose name and labels start
+# with PREFIX in the /metrics PAGE (its text).
+sum_of() {
+    awk -v p="$2" 'index($1, p) == 1 { n += $2 } END { print n + 0 }' <<<"$1"
+}
+
+# value_of PAGE NAME: the value of the sample NAME (labels included, exactly
+# as on the page) in the /metrics PAGE; empty if it is not there.
+value_of() {
+    awk -v name="$2" '$1 == name { print $2; exit }' <<<"$1"
 }
 
 # ----------------------------------------------------- cluster checks --
@@ -386,13 +392,15 @@ if ((CLUSTER)); then
     shares "$REQUESTS"
 
     # What node b asked of node a went over NATS, once each.
-    a_url="http://127.0.0.1:${METRICS_PORTS[0]}/metrics"
-    b_url="http://127.0.0.1:${METRICS_PORTS[1]}/metrics"
+    a_page=$(curl -fsS --max-time 2 "http://127.0.0.1:${METRICS_PORTS[0]}/metrics") ||
+        die "cannot read node a's /metrics"
+    b_page=$(curl -fsS --max-time 2 "http://127.0.0.1:${METRICS_PORTS[1]}/metrics") ||
+        die "cannot read node b's /metrics"
     b_share=${served["127.0.0.1:${BACKEND_PORTS[1]}"]:-0}
-    b_out=$(metric "$b_url" 'uppercut_nats_messages_total{kind="request",direction="out"}')
-    a_in=$(metric "$a_url" 'uppercut_nats_messages_total{kind="request",direction="in"}')
-    refused=$(($(sum_metric "$a_url" uppercut_nats_refused_total) + $(sum_metric "$b_url" uppercut_nats_refused_total)))
-    dropped=$(($(sum_metric "$a_url" uppercut_nats_dropped_total) + $(sum_metric "$b_url" uppercut_nats_dropped_total)))
+    b_out=$(value_of "$b_page" 'uppercut_nats_messages_total{kind="request",direction="out"}')
+    a_in=$(value_of "$a_page" 'uppercut_nats_messages_total{kind="request",direction="in"}')
+    refused=$(($(sum_of "$a_page" uppercut_nats_refused_total) + $(sum_of "$b_page" uppercut_nats_refused_total)))
+    dropped=$(($(sum_of "$a_page" uppercut_nats_dropped_total) + $(sum_of "$b_page" uppercut_nats_dropped_total)))
     say ""
     say "NATS: node b sent ${b_out:-?} requests, node a took ${a_in:-?}; refused $refused, dropped $dropped"
 
