@@ -912,3 +912,83 @@ impl OutputWith for std::process::Command {
 }
 
 in_both_modes!(the_cluster_series_pass_promtool_and_the_log_names_the_node);
+
+/// Sends `count` numbered messages to `sink@b` when told to.
+struct Pump {
+    count: u32,
+}
+
+impl AnyActor for Pump {
+    fn receive(&mut self, _envelope: Envelope, sender: &mut dyn AnySender) {
+        for n in 0..self.count {
+            sender.send("sink@b", Envelope::of(n.to_be_bytes().to_vec()));
+            assert!(uppercut_mio_server::last_send_error().is_none());
+        }
+    }
+}
+
+/// Counts what arrives and whether it came in order; tells a request.
+#[derive(Default)]
+struct Sink {
+    next: u32,
+    out_of_order: u32,
+}
+
+impl AnyActor for Sink {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        match envelope.message.downcast::<Vec<u8>>() {
+            Ok(bytes) => {
+                let n = u32::from_be_bytes(bytes[..4].try_into().unwrap());
+                if n != self.next {
+                    self.out_of_order += 1;
+                }
+                self.next = n + 1;
+            }
+            Err(message) => {
+                if let Ok(request) = message.downcast::<ActorRequest>() {
+                    let body = format!("{} {}", self.next, self.out_of_order);
+                    request.respond(ActorResponse::text(body));
+                }
+            }
+        }
+    }
+}
+
+fn one_senders_messages_arrive_in_the_order_sent(dispatch: Dispatch) {
+    let nats = Nats::start();
+    let count = 3000;
+    let b = node(
+        &nats,
+        "b",
+        dispatch,
+        Routes::new()
+            .spawn("sink", Sink::default())
+            .actor(&[Method::Get], "/sink", "sink"),
+    );
+    let a = node(
+        &nats,
+        "a",
+        dispatch,
+        Routes::new().spawn("pump", Pump { count }),
+    );
+    a.send("pump", Envelope::of(())).unwrap();
+    let deadline = Instant::now() + IO_TIMEOUT;
+    let mut client = Client::connect(b.local_addr());
+    loop {
+        client.send(get("/sink").as_bytes());
+        let response = common::text(&client.response(false));
+        let body = response.split("\r\n\r\n").nth(1).unwrap().to_string();
+        if body.starts_with(&format!("{count} ")) {
+            assert_eq!(
+                body,
+                format!("{count} 0"),
+                "the last came last, and none out of order"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "only {body} arrived");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+in_both_modes!(one_senders_messages_arrive_in_the_order_sent);

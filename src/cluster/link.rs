@@ -36,7 +36,7 @@ use uppercut::api::Envelope;
 use crate::actors::context::RunContext;
 use crate::cluster::codec::{self, Inbound};
 use crate::cluster::port::{LinkPort, Outbound};
-use crate::cluster::subjects::Addressed;
+use crate::cluster::subjects::{Addressed, PARTITIONS};
 use crate::cluster::{failure, refusal_response, Cluster};
 use crate::log_limit::WarnLimiter;
 use crate::mail::SendError;
@@ -58,6 +58,8 @@ const ACTORS_SID: u64 = 1;
 const ANSWERS_SID: u64 = 2;
 /// Services (`name@*`) from here, one per owned name.
 const FIRST_SERVICE_SID: u64 = 100;
+/// Bytes for this node's actors, one subscription per partition held.
+const FIRST_PARTITION_SID: u64 = 10_000;
 /// Topics from here.
 const FIRST_TOPIC_SID: u64 = 1_000_000;
 
@@ -497,6 +499,13 @@ impl Link {
             None,
             ANSWERS_SID,
         )];
+        // Bytes for an actor come on one poller, partition by partition,
+        // so they are handed on in the order they were sent.
+        let pollers = self.cluster.pollers() as u32;
+        for partition in (0..PARTITIONS).filter(|p| p % pollers == self.index as u32) {
+            let sid = FIRST_PARTITION_SID + u64::from(partition);
+            subs.push((subjects.messages_here(partition), None, sid));
+        }
         if !self.draining {
             let (actors, group) = subjects.actors_here();
             subs.push((actors, Some(group), ACTORS_SID));

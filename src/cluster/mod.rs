@@ -109,6 +109,11 @@ impl Cluster {
         &self.metrics
     }
 
+    /// The server's pollers, each with a link.
+    pub(crate) fn pollers(&self) -> usize {
+        self.ports.len()
+    }
+
     /// Poller `index`'s link's port.
     pub(crate) fn port(&self, index: usize) -> &Arc<LinkPort> {
         &self.ports[index % self.ports.len()]
@@ -121,11 +126,19 @@ impl Cluster {
         self.port(hasher.finish() as usize)
     }
 
-    /// Where a message for `to` goes.
+    /// Where a request for `to` goes.
     fn subject(&self, to: &RemoteAddr) -> String {
         match to.is_any() {
             true => self.subjects.service(&to.name),
             false => self.subjects.actor(&to.node, &to.name),
+        }
+    }
+
+    /// Where bytes for `to` go.
+    fn message_subject(&self, to: &RemoteAddr) -> String {
+        match to.is_any() {
+            true => self.subjects.service(&to.name),
+            false => self.subjects.message(&to.node, &to.name),
         }
     }
 
@@ -191,15 +204,15 @@ impl Remote for Cluster {
     }
 
     fn send(&self, to: &RemoteAddr, from: &str, envelope: Envelope) -> Result<(), SendError> {
-        let subject = self.subject(to);
         let port = self.port_of(from);
         let message = match envelope.message.downcast::<ActorRequest>() {
             Ok(request) => {
                 let timeout = self.config.call_timeout;
-                return self.push_request(port, subject, *request, timeout);
+                return self.push_request(port, self.subject(to), *request, timeout);
             }
             Err(message) => message,
         };
+        let subject = self.message_subject(to);
         let Ok(payload) = Payload::take(message) else {
             self.metrics.refused(Refusal::NotBytes);
             return Err(SendError::NotBytes { to: to.to_string() });

@@ -3,10 +3,16 @@
 //!
 //! | subject | what | who subscribes |
 //! | --- | --- | --- |
-//! | `upc.a.NODE.NAME` | a message or request for actor `NAME` on node `NODE` | each poller of `NODE`, as queue group `upc.a.NODE` |
+//! | `upc.a.NODE.NAME` | a request for actor `NAME` on node `NODE` | each poller of `NODE`, as queue group `upc.a.NODE` |
+//! | `upc.m.NODE.P.NAME` | bytes for actor `NAME` on node `NODE`; `P` is the name's partition | the one poller of `NODE` that holds partition `P` |
 //! | `upc.s.NAME` | for `NAME@*`: whichever node serves `NAME` | each poller of each node that owns `NAME`, as queue group `upc.s.NAME` |
 //! | `upc.r.NODE.NONCE.POLLER.ID` | the answer to request `ID` | poller `POLLER` of `NODE` (`…POLLER.*`) |
 //! | `upc.t.TOPIC` | what is published to a topic | one poller per node with a subscriber |
+//!
+//! Requests spread over the receiving node's pollers (each is answered on
+//! its own); bytes for one actor all reach the node on one poller, so one
+//! sender's messages are handed on in the order sent. The partition is
+//! [`partition`] of the name, the same on every server.
 //!
 //! A name becomes one token: bytes other than letters, digits, `-`, `_`
 //! and `/` are written `%XX`, so a `.`, `*` or `>` in a name can neither
@@ -46,8 +52,25 @@ impl Subjects {
         format!("{}.a.{}.{}", self.prefix, token(node), token(name))
     }
 
-    /// What this node's pollers subscribe to for its actors, and their
-    /// queue group.
+    /// Where bytes for `name` on `node` go.
+    pub(crate) fn message(&self, node: &str, name: &str) -> String {
+        format!(
+            "{}.m.{}.{}.{}",
+            self.prefix,
+            token(node),
+            partition(name),
+            token(name)
+        )
+    }
+
+    /// What a poller subscribes to for bytes to this node's actors in
+    /// partition `partition`.
+    pub(crate) fn messages_here(&self, partition: u32) -> String {
+        format!("{}.m.{}.{partition}.*", self.prefix, self.node)
+    }
+
+    /// What this node's pollers subscribe to for requests to its actors,
+    /// and their queue group.
     pub(crate) fn actors_here(&self) -> (String, String) {
         let group = format!("{}.a.{}", self.prefix, self.node);
         (format!("{group}.*"), group)
@@ -83,11 +106,31 @@ impl Subjects {
                     .flatten()
                     .map(Addressed::Actor)
             }
+            "m" => {
+                let (node, rest) = rest.split_once('.')?;
+                let (_partition, name) = rest.split_once('.')?;
+                (node == self.node)
+                    .then(|| untoken(name))
+                    .flatten()
+                    .map(Addressed::Actor)
+            }
             "s" => untoken(rest).map(Addressed::Actor),
             "t" => untoken(rest).map(Addressed::Topic),
             _ => None,
         }
     }
+}
+
+/// How many partitions bytes for a node's actors are spread over.
+pub(crate) const PARTITIONS: u32 = 64;
+
+/// The partition of actor `name`: FNV-1a of its bytes, so every server
+/// (of any version) agrees.
+pub(crate) fn partition(name: &str) -> u32 {
+    let hash = name.bytes().fold(0x811c_9dc5u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash % PARTITIONS
 }
 
 /// `text` as one subject token.
@@ -139,6 +182,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn partitions_are_stable_and_spread() {
+        // FNV-1a 32 of "counter", whatever the platform or version.
+        assert_eq!(partition("counter"), 0x9cac_de23 % PARTITIONS);
+        let used: std::collections::HashSet<u32> =
+            (0..1000).map(|n| partition(&format!("ws/{n}"))).collect();
+        assert_eq!(used.len(), PARTITIONS as usize);
+    }
+
+    #[test]
     fn names_become_one_token_and_back() {
         for name in ["counter", "ws/12", "a.b", "*", ">", "x y", "ünï", ""] {
             let token = token(name);
@@ -164,6 +216,21 @@ mod tests {
             subjects.actors_here(),
             ("upc.a.node-a.*".into(), "upc.a.node-a".into())
         );
+        let p = partition("ws/3");
+        assert_eq!(
+            subjects.message("node-a", "ws/3"),
+            format!("upc.m.node-a.{p}.ws/3")
+        );
+        assert_eq!(
+            here(&format!("upc.m.node-a.{p}.ws/3")),
+            Some(Addressed::Actor("ws/3".into()))
+        );
+        assert_eq!(
+            here(&format!("upc.m.node-b.{p}.ws/3")),
+            None,
+            "another node's"
+        );
+        assert_eq!(subjects.messages_here(5), "upc.m.node-a.5.*");
         assert_eq!(subjects.service("count.er"), "upc.s.count%2Eer");
         assert_eq!(
             here("upc.s.count%2Eer"),
