@@ -80,6 +80,7 @@ mod observe;
 mod request_stream;
 mod routes;
 mod runtime;
+mod sync;
 mod tls;
 mod upstream;
 mod websocket;
