@@ -15,6 +15,11 @@
 //! to take `held`), so at least one of them sees the other: either the holder
 //! finds the message, or the sender takes the actor and runs it.
 //!
+//! The counter moves only under the queue's lock, with the queue: a stop
+//! that empties the queue between a sender's push and its count would
+//! otherwise leave a count with no message behind it, and the next holder
+//! would take the actor back for it again and again, for ever.
+//!
 //! A holder runs at most [`BUDGET`] queued messages in a row; past that it
 //! lets the actor go and has its home poller run the rest in a later round,
 //! so that one busy actor cannot keep a poller from its own connections.
@@ -181,7 +186,10 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
 
     /// Queues `item` without running anything.
     pub(crate) fn enqueue(&self, item: T) {
-        self.queue.lock().push_back(item);
+        let mut queue = self.queue.lock();
+        queue.push_back(item);
+        // Counted under the lock, as `pop` and `clear` count, so that the
+        // counter and the queue agree whenever the lock is free.
         self.queued.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -222,7 +230,8 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
         if self.queued.load(Ordering::SeqCst) == 0 {
             return None;
         }
-        let item = self.queue.lock().pop_front();
+        let mut queue = self.queue.lock();
+        let item = queue.pop_front();
         if item.is_some() {
             self.queued.fetch_sub(1, Ordering::SeqCst);
         }
