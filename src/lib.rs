@@ -74,6 +74,8 @@ mod cluster;
 mod http;
 mod log_limit;
 mod mail;
+#[cfg(test)]
+mod model;
 mod nats;
 mod net;
 mod observe;

@@ -217,6 +217,14 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
         }
     }
 
+    /// The counter of queued items, and the queue's length (for the
+    /// model).
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> (usize, usize) {
+        let queue = self.queue.lock();
+        (self.queued.load(Ordering::SeqCst), queue.len())
+    }
+
     fn try_hold(&self) -> Option<Held<'_, S, T, K, N>> {
         self.held
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
