@@ -91,7 +91,16 @@ impl<K: Kit> Mailbag<K> {
             self.ask();
             return false;
         }
-        self.items.lock().push_back(mail);
+        let mut items = self.items.lock();
+        // Closed since the look above: `close` has taken what waited, and
+        // would never see this.
+        if self.state.load(Ordering::Acquire) & CLOSED != 0 {
+            drop(items);
+            self.queued.fetch_sub(cost, Ordering::AcqRel);
+            return false;
+        }
+        items.push_back(mail);
+        drop(items);
         self.ask();
         true
     }
