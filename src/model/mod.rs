@@ -13,6 +13,7 @@
 //! are not modelled), and interleavings past the preemption bound.
 
 mod cell;
+mod mailbag;
 
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{self, SeqCst};
@@ -47,6 +48,16 @@ impl<F: Fences> Kit for Loom<F> {
 /// little stronger than `SeqCst` itself where a `SeqCst` operation meets a
 /// weaker one, so the models run under both: an access weakened from
 /// `SeqCst` on either side of a hand-off fails under one of them.
+///
+/// And each store is made as a swap whose old value is dropped. Loom can
+/// order a plain store between the read and the write of another thread's
+/// read-modify-write, which no machine does (tokio-rs/loom#254): a port's
+/// `pending` flag, set by a poster while its poller swaps it back, would
+/// then lose the poster's store for good after a join. A swap is ordered
+/// after whatever it read, as a store is on a machine. What the swap adds
+/// beyond that (it continues the release sequence of the store it read)
+/// ties together only writes to one atomic by different threads, which no
+/// hand-off here relies on being apart.
 #[derive(Debug)]
 pub(crate) struct Sc<A, F>(A, PhantomData<F>);
 
@@ -97,7 +108,10 @@ macro_rules! loom_atomic {
                 fenced::<F, _>(order == SeqCst, false, || self.0.load(order))
             }
             fn store(&self, value: $value, order: Ordering) {
-                fenced::<F, _>(order == SeqCst, true, || self.0.store(value, order))
+                // A swap whose old value is dropped (see `Sc`).
+                fenced::<F, _>(order == SeqCst, true, || {
+                    self.0.swap(value, order);
+                })
             }
             fn swap(&self, value: $value, order: Ordering) -> $value {
                 fenced::<F, _>(order == SeqCst, true, || self.0.swap(value, order))

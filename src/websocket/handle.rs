@@ -140,6 +140,13 @@ impl<K: Kit> Mailbag<K> {
         drop(dropped);
     }
 
+    /// The items waiting, and the bytes counted (for the model).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> (usize, usize) {
+        let items = self.items.lock();
+        (items.len(), self.queued.load(Ordering::SeqCst))
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.state.load(Ordering::Acquire) & CLOSED != 0
     }
