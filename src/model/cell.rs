@@ -153,15 +153,15 @@ fn stop<F: Fences>() {
 
 #[test]
 fn two_senders_each_message_runs_once_in_order() {
-    check_both!(3, two_senders);
+    check_both!(5, two_senders);
 }
 
 #[test]
 fn a_poller_round_and_a_sender_share_the_cell() {
-    check_both!(3, poller_round);
+    check_both!(5, poller_round);
 }
 
 #[test]
 fn a_stop_while_a_sender_queues() {
-    check_both!(3, stop);
+    check_both!(5, stop);
 }

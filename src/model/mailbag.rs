@@ -169,15 +169,15 @@ fn closed<F: Fences>() {
 
 #[test]
 fn mail_put_is_taken_once_in_order() {
-    check_both!(3, two_senders);
+    check_both!(4, two_senders);
 }
 
 #[test]
 fn past_the_limit_mail_is_refused_and_the_connection_told() {
-    check_both!(3, past_the_limit);
+    check_both!(4, past_the_limit);
 }
 
 #[test]
 fn a_closed_bag_refuses_and_keeps_nothing() {
-    check_both!(3, closed);
+    check_both!(4, closed);
 }
