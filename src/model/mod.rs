@@ -14,6 +14,7 @@
 
 mod cell;
 mod mailbag;
+mod port;
 
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{self, SeqCst};
