@@ -14,6 +14,7 @@
 
 mod cell;
 mod mailbag;
+mod mailbox;
 mod port;
 
 use std::marker::PhantomData;
