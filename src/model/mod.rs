@@ -248,7 +248,8 @@ fn seq_cst_store_then_load_sees_the_other_side() {
     check_both!(3, store_buffering);
 }
 
-/// Without them, loom lets both sides miss: why `Sc` exists.
+/// Without them, loom lets both sides miss: why `Sc` exists. Should a
+/// later loom model `SeqCst` accesses, this fails, and the fences can go.
 #[test]
 #[should_panic(expected = "both missed")]
 fn loom_alone_treats_seq_cst_as_acq_rel() {
