@@ -74,12 +74,15 @@ mod cluster;
 mod http;
 mod log_limit;
 mod mail;
+#[cfg(test)]
+mod model;
 mod nats;
 mod net;
 mod observe;
 mod request_stream;
 mod routes;
 mod runtime;
+mod sync;
 mod tls;
 mod upstream;
 mod websocket;

@@ -15,18 +15,23 @@
 //! to take `held`), so at least one of them sees the other: either the holder
 //! finds the message, or the sender takes the actor and runs it.
 //!
+//! The counter moves only under the queue's lock, with the queue: a stop
+//! that empties the queue between a sender's push and its count would
+//! otherwise leave a count with no message behind it, and the next holder
+//! would take the actor back for it again and again, for ever.
+//!
 //! A holder runs at most [`BUDGET`] queued messages in a row; past that it
 //! lets the actor go and has its home poller run the rest in a later round,
 //! so that one busy actor cannot keep a poller from its own connections.
 
-use std::cell::UnsafeCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use uppercut::api::{Actor, Envelope};
 
 use crate::actors::contain::WarnLimiter;
+use crate::sync::{Atomic, AtomicInt, Exclusive, Kit, Lock, Std};
 
 /// Queued messages a holder runs before it hands the rest to the home poller.
 pub(crate) const BUDGET: usize = 64;
@@ -45,11 +50,8 @@ pub(crate) struct ActorCell {
     address: Box<str>,
     /// The poller that runs what queues up here when no sender does.
     home: usize,
-    held: AtomicBool,
-    queued: AtomicUsize,
-    queue: Mutex<VecDeque<Envelope>>,
-    /// Touched only by whoever holds `held`.
-    actor: UnsafeCell<Actor>,
+    /// The instance, and who holds it.
+    baton: Baton<Actor, Envelope>,
     /// Stopped: messages are dropped unread (an actor request then answers
     /// 502).
     stopped: AtomicBool,
@@ -57,20 +59,12 @@ pub(crate) struct ActorCell {
     pub(crate) warnings: WarnLimiter,
 }
 
-// SAFETY: `actor` is only reached through `Held`, and at most one `Held`
-// exists at a time: it is made only by winning the compare-and-swap of
-// `held` from false to true, and dropping it stores false.
-unsafe impl Sync for ActorCell {}
-
 impl ActorCell {
     pub(crate) fn new(address: &str, home: usize, actor: Actor) -> ActorCell {
         ActorCell {
             address: address.into(),
             home,
-            held: AtomicBool::new(false),
-            queued: AtomicUsize::new(0),
-            queue: Mutex::new(VecDeque::new()),
-            actor: UnsafeCell::new(actor),
+            baton: Baton::new(actor),
             stopped: AtomicBool::new(false),
             warnings: WarnLimiter::default(),
         }
@@ -90,42 +84,23 @@ impl ActorCell {
     /// before it first; else queues it for the holder. For threads that may
     /// run actors: a poller's, or a connection's.
     pub(crate) fn deliver(self: &Arc<Self>, envelope: Envelope, runner: &dyn Runner) {
-        match self.try_hold() {
-            Some(held) if self.queued.load(Ordering::SeqCst) == 0 => {
-                self.run(&held, envelope, runner);
-                self.drain(held, runner);
-            }
-            Some(held) => {
-                self.enqueue(envelope);
-                self.drain(held, runner);
-            }
-            None => self.leave_for_holder(envelope, runner),
-        }
-    }
-
-    /// The actor was busy: queues `envelope` for its holder, and runs it
-    /// after all if the holder let go before the message was queued.
-    fn leave_for_holder(self: &Arc<Self>, envelope: Envelope, runner: &dyn Runner) {
-        self.enqueue(envelope);
-        if let Some(held) = self.try_hold() {
-            self.drain(held, runner);
+        let run = &mut |actor: &mut Actor, envelope| self.run(actor, envelope, runner);
+        if self.baton.deliver(envelope, run) {
+            runner.schedule(self);
         }
     }
 
     /// Queues `envelope` without running anything: for threads that must
     /// not run actors, which then `schedule` the cell on its home poller.
     pub(crate) fn enqueue(&self, envelope: Envelope) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(envelope);
-        self.queued.fetch_add(1, Ordering::SeqCst);
+        self.baton.enqueue(envelope);
     }
 
     /// Runs what is queued, if the actor is free (a poller's round).
     pub(crate) fn run_queued(self: &Arc<Self>, runner: &dyn Runner) {
-        if let Some(held) = self.try_hold() {
-            self.drain(held, runner);
+        let run = &mut |actor: &mut Actor, envelope| self.run(actor, envelope, runner);
+        if self.baton.run_queued(run) {
+            runner.schedule(self);
         }
     }
 
@@ -134,96 +109,192 @@ impl ActorCell {
     /// any lock.
     pub(crate) fn stop(&self) -> VecDeque<Envelope> {
         self.stopped.store(true, Ordering::SeqCst);
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        self.queued.store(0, Ordering::SeqCst);
-        std::mem::take(&mut *queue)
+        self.baton.clear()
     }
 
     /// Runs `f` with the instance if nobody holds it (stopping the server,
     /// once no poller runs).
     pub(crate) fn with_free_actor(&self, f: impl FnOnce(&mut Actor)) {
-        if let Some(held) = self.try_hold() {
-            f(held.actor());
+        self.baton.with_free(f);
+    }
+
+    fn run(&self, actor: &mut Actor, envelope: Envelope, runner: &dyn Runner) {
+        if self.stopped.load(Ordering::Relaxed) {
+            return drop(envelope);
+        }
+        runner.run(self, actor, envelope);
+    }
+}
+
+/// The hand-off itself, apart from what an actor cell adds to it (an
+/// address, a home poller, stopping): a state `S` that one thread at a time
+/// holds and runs items `T` on, and the items queued for the holder. At most
+/// `N` queued items run in a row; past that the holder lets go and
+/// leaves the rest to its caller. Generic over the [`Kit`] so that the model
+/// (`crate::model::cell`) runs this very code on loom's primitives.
+pub(crate) struct Baton<S: Send, T: Send, K: Kit = Std, const N: usize = BUDGET> {
+    held: K::Bool,
+    queued: K::Usize,
+    queue: K::Mutex<VecDeque<T>>,
+    /// Touched only by whoever holds `held`.
+    state: K::Cell<S>,
+}
+
+// SAFETY: `state` is only reached through `Held`, and at most one `Held`
+// exists at a time: it is made only by winning the compare-and-swap of
+// `held` from false to true, and dropping it stores false. The other fields
+// are `Sync` by the kit's bounds.
+unsafe impl<S: Send, T: Send, K: Kit, const N: usize> Sync for Baton<S, T, K, N> {}
+
+impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
+    pub(crate) fn new(state: S) -> Self {
+        Baton {
+            held: K::Bool::new(false),
+            queued: K::Usize::new(0),
+            queue: K::Mutex::new(VecDeque::new()),
+            state: K::Cell::new(state),
         }
     }
 
-    fn try_hold(&self) -> Option<Held<'_>> {
+    /// Runs `item` now if the state is free, with what others queued before
+    /// it first; else queues it for the holder. True when items are left
+    /// over past the budget with nobody running them: the caller has them
+    /// run later (`run_queued`).
+    pub(crate) fn deliver(&self, item: T, run: &mut impl FnMut(&mut S, T)) -> bool {
+        match self.try_hold() {
+            Some(held) if self.queued.load(Ordering::SeqCst) == 0 => {
+                held.run(run, item);
+                self.drain(held, run)
+            }
+            Some(held) => {
+                self.enqueue(item);
+                self.drain(held, run)
+            }
+            None => self.leave_for_holder(item, run),
+        }
+    }
+
+    /// The state was busy: queues `item` for its holder, and runs it after
+    /// all if the holder let go before the item was queued.
+    fn leave_for_holder(&self, item: T, run: &mut impl FnMut(&mut S, T)) -> bool {
+        self.enqueue(item);
+        match self.try_hold() {
+            Some(held) => self.drain(held, run),
+            None => false,
+        }
+    }
+
+    /// Queues `item` without running anything.
+    pub(crate) fn enqueue(&self, item: T) {
+        let mut queue = self.queue.lock();
+        queue.push_back(item);
+        // Counted under the lock, as `pop` and `clear` count, so that the
+        // counter and the queue agree whenever the lock is free.
+        self.queued.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Runs what is queued, if the state is free; true as for `deliver`.
+    pub(crate) fn run_queued(&self, run: &mut impl FnMut(&mut S, T)) -> bool {
+        match self.try_hold() {
+            Some(held) => self.drain(held, run),
+            None => false,
+        }
+    }
+
+    /// Takes everything queued out, unrun.
+    pub(crate) fn clear(&self) -> VecDeque<T> {
+        let mut queue = self.queue.lock();
+        self.queued.store(0, Ordering::SeqCst);
+        std::mem::take(&mut *queue)
+    }
+
+    /// Runs `f` with the state if nobody holds it.
+    pub(crate) fn with_free(&self, f: impl FnOnce(&mut S)) {
+        if let Some(held) = self.try_hold() {
+            // SAFETY: `held` is the only `Held` (see `Baton`).
+            unsafe { self.state.with_mut(f) };
+            drop(held);
+        }
+    }
+
+    /// The counter of queued items, and the queue's length (for the
+    /// model).
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> (usize, usize) {
+        let queue = self.queue.lock();
+        (self.queued.load(Ordering::SeqCst), queue.len())
+    }
+
+    fn try_hold(&self) -> Option<Held<'_, S, T, K, N>> {
         self.held
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
             // Lazily: a `Held` made and dropped on failure would let go
             // of the holder's claim.
-            .then(|| Held { cell: self })
+            .then(|| Held { baton: self })
     }
 
-    fn pop(&self) -> Option<Envelope> {
+    fn pop(&self) -> Option<T> {
         if self.queued.load(Ordering::SeqCst) == 0 {
             return None;
         }
-        let envelope = self
-            .queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front();
-        if envelope.is_some() {
+        let mut queue = self.queue.lock();
+        let item = queue.pop_front();
+        if item.is_some() {
             self.queued.fetch_sub(1, Ordering::SeqCst);
         }
-        envelope
+        item
     }
 
-    fn run(&self, held: &Held<'_>, envelope: Envelope, runner: &dyn Runner) {
-        if self.stopped.load(Ordering::Relaxed) {
-            return drop(envelope);
-        }
-        runner.run(self, held.actor(), envelope);
-    }
-
-    /// Runs queued messages, at most `BUDGET`, then lets the actor go;
-    /// takes it back if a message came meanwhile and budget is left, else
-    /// leaves the rest to the home poller.
-    fn drain<'a>(self: &'a Arc<Self>, mut held: Held<'a>, runner: &dyn Runner) {
-        let mut budget = BUDGET;
+    /// Runs queued items, at most `N`, then lets the state go; takes
+    /// it back if an item came meanwhile and budget is left, else returns
+    /// whether items are left for the caller to have run later.
+    fn drain<'a>(
+        &'a self,
+        mut held: Held<'a, S, T, K, N>,
+        run: &mut impl FnMut(&mut S, T),
+    ) -> bool {
+        let mut budget = N;
         loop {
             while budget > 0 {
-                let Some(envelope) = self.pop() else {
+                let Some(item) = self.pop() else {
                     break;
                 };
-                self.run(&held, envelope, runner);
+                held.run(run, item);
                 budget -= 1;
             }
             drop(held);
             if self.queued.load(Ordering::SeqCst) == 0 {
-                return;
+                return false;
             }
             if budget == 0 {
-                return runner.schedule(self);
+                return true;
             }
             match self.try_hold() {
                 Some(again) => held = again,
                 // Someone else holds it now, and will see the queue.
-                None => return,
+                None => return false,
             }
         }
     }
 }
 
-/// The right to run the actor: whoever has it is the only one.
-struct Held<'a> {
-    cell: &'a ActorCell,
+/// The right to run the state: whoever has it is the only one.
+struct Held<'a, S: Send, T: Send, K: Kit, const N: usize> {
+    baton: &'a Baton<S, T, K, N>,
 }
 
-impl Held<'_> {
-    #[allow(clippy::mut_from_ref)]
-    fn actor(&self) -> &mut Actor {
-        // SAFETY: only one `Held` exists at a time (see `ActorCell`), and it
-        // is not shared between threads: the reference ends before it drops.
-        unsafe { &mut *self.cell.actor.get() }
+impl<S: Send, T: Send, K: Kit, const N: usize> Held<'_, S, T, K, N> {
+    fn run(&self, run: &mut impl FnMut(&mut S, T), item: T) {
+        // SAFETY: only one `Held` exists at a time (see `Baton`), and it is
+        // not shared between threads: the reference ends before it drops.
+        unsafe { self.baton.state.with_mut(|state| run(state, item)) }
     }
 }
 
-impl Drop for Held<'_> {
+impl<S: Send, T: Send, K: Kit, const N: usize> Drop for Held<'_, S, T, K, N> {
     fn drop(&mut self) {
-        self.cell.held.store(false, Ordering::SeqCst);
+        self.baton.held.store(false, Ordering::SeqCst);
     }
 }
 
@@ -232,6 +303,7 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
     use std::thread;
 
     use uppercut::api::{AnyActor, AnySender};
@@ -288,21 +360,22 @@ mod tests {
         cell.enqueue(Envelope::of(3u32));
         cell.deliver(Envelope::of(4u32), &runner);
         assert_eq!(*runner.order.lock().unwrap(), [1, 2, 3, 4], "in order");
-        assert_eq!(cell.queued.load(Ordering::SeqCst), 0);
+        assert_eq!(cell.baton.queued.load(Ordering::SeqCst), 0);
     }
 
     #[test]
     fn a_message_queued_just_after_the_holder_let_go_still_runs() {
         let cell = cell();
         let runner = Counting::default();
-        let held = cell.try_hold().expect("free");
-        assert!(cell.try_hold().is_none(), "a sender finds it busy");
+        let run = &mut |actor: &mut Actor, envelope| cell.run(actor, envelope, &runner);
+        let held = cell.baton.try_hold().expect("free");
+        assert!(cell.baton.try_hold().is_none(), "a sender finds it busy");
         // The holder finds nothing queued and lets go...
-        cell.drain(held, &runner);
+        assert!(!cell.baton.drain(held, run));
         // ...just before the sender queues its message.
-        cell.leave_for_holder(Envelope::of(7u32), &runner);
+        assert!(!cell.baton.leave_for_holder(Envelope::of(7u32), run));
         assert_eq!(*runner.order.lock().unwrap(), [7]);
-        assert_eq!(cell.queued.load(Ordering::SeqCst), 0);
+        assert_eq!(cell.baton.queued.load(Ordering::SeqCst), 0);
     }
 
     #[test]
@@ -352,7 +425,11 @@ mod tests {
             while runner.scheduled.swap(false, Ordering::SeqCst) {
                 cell.run_queued(&*runner);
             }
-            assert_eq!(cell.queued.load(Ordering::SeqCst), 0, "a message stranded");
+            assert_eq!(
+                cell.baton.queued.load(Ordering::SeqCst),
+                0,
+                "a message stranded"
+            );
             assert_eq!(runner.runs.load(Ordering::SeqCst), 20_000);
         }
     }

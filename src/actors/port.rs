@@ -7,13 +7,14 @@
 //! is parked; the poller takes everything each round.
 
 use std::mem;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use uppercut::api::{Actor, AnySender, Envelope};
 
 use crate::actors::cell::ActorCell;
+use crate::sync::{Atomic, Kit, Lock, Std};
 use crate::websocket::handle::MailPoster;
 
 /// A send into the uppercut system, made for a thread without a sender.
@@ -46,49 +47,44 @@ impl Relayed {
     }
 }
 
-/// One poller's port.
-pub(crate) struct PollerPort {
-    ready: Mutex<Vec<Arc<ActorCell>>>,
-    relay: Mutex<Vec<Relayed>>,
+/// One poller's port. Generic over the [`Kit`] so that the model
+/// (`crate::model::port`) runs this very code on loom's primitives.
+pub(crate) struct PollerPort<K: Kit = Std> {
+    ready: K::Mutex<Vec<Arc<ActorCell>>>,
+    relay: K::Mutex<Vec<Relayed>>,
     /// Connections (by key) whose WebSocket mail waits.
-    mail: Mutex<Vec<usize>>,
+    mail: K::Mutex<Vec<usize>>,
     /// Something above is waiting.
-    pending: AtomicBool,
+    pending: K::Bool,
     /// An actor run on this poller sent into the uppercut system, where it
     /// needs a worker: in `local` dispatch the poller lends its worker
     /// after this round.
-    lend: AtomicBool,
+    lend: K::Bool,
     /// Wakes the poller if it is parked in `poll`.
     wake: Box<dyn Fn() + Send + Sync>,
 }
 
-impl PollerPort {
-    pub(crate) fn new(wake: Box<dyn Fn() + Send + Sync>) -> PollerPort {
+impl<K: Kit> PollerPort<K> {
+    pub(crate) fn new(wake: Box<dyn Fn() + Send + Sync>) -> PollerPort<K> {
         PollerPort {
-            ready: Mutex::default(),
-            relay: Mutex::default(),
-            mail: Mutex::default(),
-            pending: AtomicBool::new(false),
-            lend: AtomicBool::new(false),
+            ready: K::Mutex::new(Vec::new()),
+            relay: K::Mutex::new(Vec::new()),
+            mail: K::Mutex::new(Vec::new()),
+            pending: K::Bool::new(false),
+            lend: K::Bool::new(false),
             wake,
         }
     }
 
     /// Has the poller run what `cell` has queued.
     pub(crate) fn schedule(&self, cell: Arc<ActorCell>) {
-        self.ready
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(cell);
+        self.ready.lock().push(cell);
         self.mark_pending();
     }
 
     /// Has the poller make `relayed` with its uppercut sender.
     pub(crate) fn relay(&self, relayed: Relayed) {
-        self.relay
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(relayed);
+        self.relay.lock().push(relayed);
         self.mark_pending();
     }
 
@@ -104,18 +100,9 @@ impl PollerPort {
             return;
         }
         let PortWork { ready, relay, mail } = taken;
-        mem::swap(
-            &mut *self.mail.lock().unwrap_or_else(|e| e.into_inner()),
-            mail,
-        );
-        mem::swap(
-            &mut *self.ready.lock().unwrap_or_else(|e| e.into_inner()),
-            ready,
-        );
-        mem::swap(
-            &mut *self.relay.lock().unwrap_or_else(|e| e.into_inner()),
-            relay,
-        );
+        mem::swap(&mut *self.mail.lock(), mail);
+        mem::swap(&mut *self.ready.lock(), ready);
+        mem::swap(&mut *self.relay.lock(), relay);
     }
 
     /// An actor on this poller sent into the uppercut system.
@@ -135,12 +122,9 @@ impl PollerPort {
     }
 }
 
-impl MailPoster for PollerPort {
+impl<K: Kit> MailPoster for PollerPort<K> {
     fn post_mail(&self, key: usize) {
-        self.mail
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(key);
+        self.mail.lock().push(key);
         self.mark_pending();
     }
 }
@@ -156,7 +140,7 @@ pub(crate) struct PortWork {
     pub(crate) mail: Vec<usize>,
 }
 
-impl std::fmt::Debug for PollerPort {
+impl<K: Kit> std::fmt::Debug for PollerPort<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PollerPort")
             .field("pending", &self.is_pending())

@@ -31,13 +31,16 @@
 //!   ever sent to a poller after it stopped (uppercut's senders panic once
 //!   the system has ended).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use mio::{Token, Waker};
 use uppercut::api::{AnySender, Envelope};
 
 use crate::routes::reply::Outcome;
+use crate::sync::{Atomic, AtomicInt, Kit, Lock, Std};
 
 /// A poller's own message: run the event loop.
 #[derive(Debug)]
@@ -67,19 +70,39 @@ pub(crate) const MAIL: u8 = 16;
 const CLOSED: u8 = 0x80;
 
 /// What a poller has posted to one connection since it last looked.
-#[derive(Debug, Default)]
-pub(crate) struct Mailbox {
-    bits: AtomicU8,
+/// Generic over the [`Kit`] so that the model (`crate::model::mailbox`)
+/// runs this very code on loom's primitives.
+pub(crate) struct Mailbox<K: Kit = Std> {
+    bits: K::U8,
     /// The call the connection waits for an answer to; 0 for none. Whoever
     /// ends the call (the poller with an answer, the connection on timeout
     /// or close) swaps it out, so each call ends once.
-    awaited: AtomicU64,
+    awaited: K::U64,
     /// Written by the poller before it posts `REPLY`; a connection has at
     /// most one call in flight, so this is never contended.
-    reply: Mutex<Option<Outcome>>,
+    reply: K::Mutex<Option<Outcome>>,
 }
 
-impl Mailbox {
+impl<K: Kit> Default for Mailbox<K> {
+    fn default() -> Self {
+        Mailbox {
+            bits: K::U8::new(0),
+            awaited: K::U64::new(0),
+            reply: K::Mutex::new(None),
+        }
+    }
+}
+
+impl<K: Kit> fmt::Debug for Mailbox<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mailbox")
+            .field("bits", &self.bits)
+            .field("awaited", &self.awaited)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Kit> Mailbox<K> {
     /// Posts `bits`; true when the connection must be sent a [`Wake`] (none
     /// is pending, and it is open).
     pub(crate) fn post(&self, bits: u8) -> bool {
@@ -106,7 +129,7 @@ impl Mailbox {
         if !self.abandon(call) {
             return None;
         }
-        *self.reply.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+        *self.reply.lock() = Some(outcome);
         Some(self.post(REPLY))
     }
 
@@ -118,7 +141,7 @@ impl Mailbox {
 
     /// The answer posted with `REPLY`.
     pub(crate) fn take_reply(&self) -> Option<Outcome> {
-        self.reply.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.reply.lock().take()
     }
 
     /// Closes the mailbox; true when a `Wake` was sent since the last `take`
@@ -131,10 +154,16 @@ impl Mailbox {
 }
 
 /// `system` dispatch: the wakes a poller has sent that are not yet handled.
-#[derive(Debug, Default)]
-pub(crate) struct Outstanding(AtomicUsize);
+#[derive(Debug)]
+pub(crate) struct Outstanding<K: Kit = Std>(K::Usize);
 
-impl Outstanding {
+impl<K: Kit> Default for Outstanding<K> {
+    fn default() -> Self {
+        Outstanding(K::Usize::new(0))
+    }
+}
+
+impl<K: Kit> Outstanding<K> {
     /// Counts a wake about to be sent.
     pub(crate) fn add(&self) {
         self.0.fetch_add(1, Ordering::AcqRel);
@@ -156,17 +185,31 @@ impl Outstanding {
 /// socket handed over) is counted first, SeqCst, then `wake_if_parked` is
 /// called; the poller parks, SeqCst, then reads those counts: either it sees
 /// the work and does not block, or the other side sees it parked and wakes
-/// it.
+/// it. Generic over the [`Kit`] and the [`Alarm`] so that the model
+/// (`crate::model::port`) runs this very code on loom's primitives.
 #[derive(Debug)]
-pub(crate) struct Parking {
-    parked: AtomicBool,
-    waker: Arc<Waker>,
+pub(crate) struct Parking<K: Kit = Std, A: Alarm = Waker> {
+    parked: K::Bool,
+    waker: Arc<A>,
 }
 
-impl Parking {
-    pub(crate) fn new(waker: Arc<Waker>) -> Parking {
+/// What wakes a poller blocked in `poll`, or makes its next `poll` return
+/// at once: mio's `Waker`.
+pub(crate) trait Alarm: Send + Sync + fmt::Debug {
+    fn wake(&self) -> io::Result<()>;
+}
+
+impl Alarm for Waker {
+    #[inline]
+    fn wake(&self) -> io::Result<()> {
+        Waker::wake(self)
+    }
+}
+
+impl<K: Kit, A: Alarm> Parking<K, A> {
+    pub(crate) fn new(waker: Arc<A>) -> Parking<K, A> {
         Parking {
-            parked: AtomicBool::new(false),
+            parked: K::Bool::new(false),
             waker,
         }
     }
@@ -233,7 +276,7 @@ mod tests {
 
     #[test]
     fn only_the_first_post_asks_for_a_wake() {
-        let mailbox = Mailbox::default();
+        let mailbox: Mailbox = Mailbox::default();
         assert!(mailbox.post(READY));
         assert!(!mailbox.post(EXPIRE));
         assert_eq!(mailbox.take(), Some(READY | EXPIRE));
@@ -242,12 +285,12 @@ mod tests {
 
     #[test]
     fn closing_accounts_for_a_wake_sent_after_the_last_take() {
-        let mailbox = Mailbox::default();
+        let mailbox: Mailbox = Mailbox::default();
         assert!(mailbox.post(READY));
         assert_eq!(mailbox.take(), Some(READY));
         assert!(!mailbox.close(), "nothing was sent since the take");
 
-        let mailbox = Mailbox::default();
+        let mailbox: Mailbox = Mailbox::default();
         assert!(mailbox.post(READY));
         assert!(mailbox.close(), "the wake sent will never be handled");
         assert_eq!(mailbox.take(), None);
@@ -256,7 +299,7 @@ mod tests {
 
     #[test]
     fn a_call_ends_once_whoever_ends_it() {
-        let mailbox = Mailbox::default();
+        let mailbox: Mailbox = Mailbox::default();
         mailbox.await_call(7);
         assert_eq!(mailbox.post_reply(6, Outcome::Gone), None, "not this call");
         assert!(mailbox.abandon(7), "timed out");
@@ -275,7 +318,7 @@ mod tests {
 
     #[test]
     fn counts_wakes_until_all_are_handled() {
-        let outstanding = Outstanding::default();
+        let outstanding: Outstanding = Outstanding::default();
         outstanding.add();
         outstanding.add();
         outstanding.done(1);
@@ -287,7 +330,8 @@ mod tests {
     #[test]
     fn a_poller_with_mail_on_its_way_does_not_park() {
         let poll = mio::Poll::new().unwrap();
-        let parking = Parking::new(Arc::new(Waker::new(poll.registry(), Token(0)).unwrap()));
+        let parking: Parking =
+            Parking::new(Arc::new(Waker::new(poll.registry(), Token(0)).unwrap()));
         let mail = Mail::default();
         assert!(parking.park(|| mail.is_pending()));
         parking.unpark();

@@ -14,11 +14,12 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use uppercut::api::Envelope;
 
+use crate::sync::{Atomic, AtomicInt, Kit, Lock, Std};
 use crate::websocket::outgoing::Outgoing;
 
 /// Asks a poller to wake one of its connections for its mail.
@@ -46,35 +47,39 @@ const OVERFLOWED: u8 = 4;
 /// Bytes counted for mail that is not a message to write (an envelope).
 const ENVELOPE_COST: usize = 64;
 
-/// The mail waiting for one WebSocket connection.
-pub(crate) struct Mailbag {
-    items: Mutex<VecDeque<Mail>>,
+/// The mail waiting for one WebSocket connection. Generic over the [`Kit`]
+/// so that the model (`crate::model::mailbag`) runs this very code on
+/// loom's primitives.
+pub(crate) struct Mailbag<K: Kit = Std> {
+    items: K::Mutex<VecDeque<Mail>>,
     /// Bytes waiting in `items`.
-    queued: AtomicUsize,
+    queued: K::Usize,
     /// Bytes the connection holds that its socket has not taken yet (it
     /// updates this after each write).
-    unsent: AtomicUsize,
+    unsent: K::Usize,
     limit: usize,
-    state: AtomicU8,
+    state: K::U8,
     /// The connection's key on its poller.
     key: usize,
     poster: Arc<dyn MailPoster>,
 }
 
-impl Mailbag {
-    pub(crate) fn new(key: usize, limit: usize, poster: Arc<dyn MailPoster>) -> Mailbag {
+impl<K: Kit> Mailbag<K> {
+    pub(crate) fn new(key: usize, limit: usize, poster: Arc<dyn MailPoster>) -> Mailbag<K> {
         Mailbag {
-            items: Mutex::new(VecDeque::new()),
-            queued: AtomicUsize::new(0),
-            unsent: AtomicUsize::new(0),
+            items: K::Mutex::new(VecDeque::new()),
+            queued: K::Usize::new(0),
+            unsent: K::Usize::new(0),
             limit,
-            state: AtomicU8::new(0),
+            state: K::U8::new(0),
             key,
             poster,
         }
     }
 
-    fn put(&self, mail: Mail, cost: usize) -> bool {
+    /// Puts `mail`, counted as `cost` bytes, and asks the poller to wake the
+    /// connection; false when it was refused (closed, or past the limit).
+    pub(crate) fn put(&self, mail: Mail, cost: usize) -> bool {
         let state = self.state.load(Ordering::Acquire);
         if state & (CLOSED | OVERFLOWED) != 0 {
             return false;
@@ -86,10 +91,16 @@ impl Mailbag {
             self.ask();
             return false;
         }
-        self.items
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(mail);
+        let mut items = self.items.lock();
+        // Closed since the look above: `close` has taken what waited, and
+        // would never see this.
+        if self.state.load(Ordering::Acquire) & CLOSED != 0 {
+            drop(items);
+            self.queued.fetch_sub(cost, Ordering::AcqRel);
+            return false;
+        }
+        items.push_back(mail);
+        drop(items);
         self.ask();
         true
     }
@@ -107,7 +118,7 @@ impl Mailbag {
     /// overflowed. Clears `ASKED` first, so mail put meanwhile asks again.
     pub(crate) fn take(&self, into: &mut VecDeque<Mail>) -> bool {
         let state = self.state.fetch_and(!ASKED, Ordering::AcqRel);
-        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut items = self.items.lock();
         std::mem::swap(&mut *items, into);
         state & OVERFLOWED != 0
     }
@@ -125,8 +136,15 @@ impl Mailbag {
     /// The connection is gone: later sends fail, and what waits is dropped.
     pub(crate) fn close(&self) {
         self.state.fetch_or(CLOSED, Ordering::AcqRel);
-        let dropped = std::mem::take(&mut *self.items.lock().unwrap_or_else(|e| e.into_inner()));
+        let dropped = std::mem::take(&mut *self.items.lock());
         drop(dropped);
+    }
+
+    /// The items waiting, and the bytes counted (for the model).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> (usize, usize) {
+        let items = self.items.lock();
+        (items.len(), self.queued.load(Ordering::SeqCst))
     }
 
     pub(crate) fn is_closed(&self) -> bool {
