@@ -31,7 +31,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                            [--access-log PATH|-] [--metrics ADDR:PORT]
                            [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
-                           [--actor-route PATH=ADDRESS]... [--version] [--help]
+                           [--actor-route PATH=ADDRESS]... [--http2 on|off] [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
                             name is resolved now, to its first address
@@ -97,6 +97,8 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
   --actor-route PATH=ADDRESS  answer PATH (every method) from the actor at ADDRESS:
                             one of this server's, or NAME@NODE on another server,
                             or NAME@* on whichever serves NAME; repeat for more
+  --http2 on|off            speak HTTP/2 to TLS clients that choose h2 (ALPN) and to
+                            plain clients that open with its preface (default on)
   --version                 print the version
   --help                    print this help
 
@@ -268,6 +270,13 @@ where
                 nats = Some(NatsUrl::parse_list(&value()?).map_err(|e| format!("--nats: {e}"))?)
             }
             "--node" => node = Some(value()?),
+            "--http2" => {
+                config.http2 = match value()?.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    other => return Err(format!("--http2: not on or off: {other}")),
+                };
+            }
             "--nats-ca" => nats_ca = Some(path(&flag, os_value()?)?),
             "--nats-prefix" => nats_prefix = Some(value()?),
             "--nats-buffer" => {

@@ -181,6 +181,10 @@ pub struct Config {
     /// every method at `PATH` goes to the actor at `ADDRESS`, which may be
     /// on another server (`name@node`, `name@*`).
     pub actor_routes: Vec<(String, String)>,
+    /// Speak HTTP/2 (`--http2 on|off`): to clients whose TLS handshake
+    /// chose `h2`, and to plain-text clients that open with HTTP/2's
+    /// preface (prior knowledge, `h2c`).
+    pub http2: bool,
 }
 
 /// How the server joins its cluster: the NATS servers to connect to, the
@@ -318,6 +322,7 @@ impl Default for Config {
             headers: Vec::new(),
             cluster: None,
             actor_routes: Vec::new(),
+            http2: true,
         }
     }
 }

@@ -72,6 +72,7 @@ pub mod sans_io;
 mod actors;
 mod cluster;
 mod http;
+mod http2;
 mod log_limit;
 mod mail;
 #[cfg(test)]

@@ -157,6 +157,13 @@ impl Transport {
         Some(self.peer)
     }
 
+    /// TLS, and the handshake chose HTTP/2 (ALPN `h2`).
+    pub(crate) fn chose_http2(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(|tls| tls.session.alpn_protocol() == Some(b"h2"))
+    }
+
     /// TLS, with the handshake not finished.
     pub(crate) fn is_handshaking(&self) -> bool {
         self.tls

@@ -45,6 +45,9 @@ pub(crate) struct AccessRecorder {
     /// bytes the socket took, since the connection began.
     queued: u64,
     sent: u64,
+    /// The request came over HTTP/2 (as the HTTP/1.1 request it means):
+    /// its line says `HTTP/2.0`.
+    http2: bool,
 }
 
 /// A response written to the output whose line waits for it to be sent.
@@ -88,7 +91,13 @@ impl AccessRecorder {
             waiting: Vec::new(),
             queued: 0,
             sent: 0,
+            http2: false,
         }
+    }
+
+    /// The requests come over HTTP/2: their lines say so.
+    pub(crate) fn over_http2(&mut self) {
+        self.http2 = true;
     }
 
     /// A request head arrived (whole, or as much as there is of one that is
@@ -112,7 +121,17 @@ impl AccessRecorder {
             }
         }
         let request_line = request_line.strip_suffix(b"\r").unwrap_or(request_line);
-        self.begin(Some(request_line), date);
+        match self.http2 {
+            true => {
+                let mut line = request_line
+                    .strip_suffix(b" HTTP/1.1")
+                    .unwrap_or(request_line)
+                    .to_vec();
+                line.extend_from_slice(b" HTTP/2.0");
+                self.begin(Some(&line), date);
+            }
+            false => self.begin(Some(request_line), date),
+        }
         self.line.extend_from_slice(b" ");
         quoted(&mut self.line, referer);
         self.line.push(b' ');

@@ -91,6 +91,10 @@ pub(crate) struct PollerMetrics {
     pub websocket_upgrades: AtomicU64,
     pub websocket_messages_received: AtomicU64,
     pub websocket_messages_sent: AtomicU64,
+    /// HTTP/2 connections begun, streams begun, streams the client reset.
+    pub http2_connections: AtomicU64,
+    pub http2_streams: AtomicU64,
+    pub http2_resets: AtomicU64,
     /// Envelopes this poller and its connections sent through the scheduler.
     pub envelopes: AtomicU64,
     /// Gauges, set by the poller that owns the pool.

@@ -9,6 +9,7 @@
 //! 10,000 idle keep-alive connections hold no buffer memory and a request
 //! served in one read allocates nothing.
 
+mod http2;
 mod socket_io;
 mod websocket;
 
@@ -33,7 +34,7 @@ use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::actor::ActorRequest;
-use crate::routes::reply::{self, Outcome};
+use crate::routes::reply::{self, Outcome, ReplyTo};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::shared::Shared;
 use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
@@ -96,6 +97,11 @@ pub(crate) struct Connection {
     ended: bool,
     /// Upgraded to a WebSocket: its session.
     websocket: Option<Box<websocket::WsSession>>,
+    /// Speaking HTTP/2: its session.
+    http2: Option<Box<http2::Http2>>,
+    /// A plain connection's first bytes, while they may be HTTP/2's
+    /// preface (prior knowledge): `None` once it is known.
+    sniffing: Option<BytesMut>,
 }
 
 impl Connection {
@@ -107,6 +113,7 @@ impl Connection {
         mode: &'static dyn ConnectionMode,
     ) -> Connection {
         let timer = ConnectionTimer::new(shared.now_ms(), shared.timeouts());
+        let sniffing = shared.http2().then(BytesMut::new);
         let mut stream = RequestStream::default();
         let peer = transport.peer_addr();
         stream.set_peer(peer);
@@ -132,6 +139,8 @@ impl Connection {
             head_judged: false,
             ended: false,
             websocket: None,
+            http2: None,
+            sniffing,
         }
     }
 
@@ -187,22 +196,35 @@ impl Connection {
     /// free runs right here), else `None`: it will come through the
     /// poller's reply queue.
     fn send_call(&mut self, call: Call, sender: &dyn AnySender) -> Option<Outcome> {
-        let shared = &*self.shared;
-        let (id, reply_to) = shared.new_call(self.token.0);
-        let timeout = shared.routes().actor_routes()[call.actor].timeout;
+        let (id, reply_to) = self.shared.new_call(self.token.0);
+        let timeout = self.shared.routes().actor_routes()[call.actor].timeout;
         self.call = Some(AwaitedCall { id, timeout });
         self.mailbox.await_call(id);
+        let outcome = self.dispatch_call(call, id, reply_to, sender)?;
+        // Answered here: the mailbox never saw it.
+        self.call = None;
+        self.mailbox.abandon(id);
+        Some(outcome)
+    }
+
+    /// Sends `call`, as call `id` answered through `reply_to`, where its
+    /// route goes; its answer if given before this returns.
+    fn dispatch_call(
+        &self,
+        call: Call,
+        id: u64,
+        reply_to: ReplyTo,
+        sender: &dyn AnySender,
+    ) -> Option<Outcome> {
+        let shared = &*self.shared;
+        let timeout = shared.routes().actor_routes()[call.actor].timeout;
         let request = ActorRequest::new(call.parts, reply_to);
         match shared.call_path(call.actor) {
             CallPath::Cell(cell) => {
                 let expected = reply::expect(shared.reply_queue_id(), id);
                 let context = shared.actor_context(sender);
                 context.deliver(cell, Envelope::of(request));
-                let outcome = expected.finish()?;
-                // Answered here: the mailbox never saw it.
-                self.call = None;
-                self.mailbox.abandon(id);
-                Some(outcome)
+                expected.finish()
             }
             CallPath::Blocking(pool) => {
                 pool.submit(Envelope::of(request));
@@ -224,10 +246,7 @@ impl Connection {
                 let cluster = shared.cluster()?;
                 let expected = reply::expect(shared.reply_queue_id(), id);
                 cluster.request(shared.index(), to, request, timeout);
-                let outcome = expected.finish()?;
-                self.call = None;
-                self.mailbox.abandon(id);
-                Some(outcome)
+                expected.finish()
             }
         }
     }
@@ -293,20 +312,21 @@ impl Connection {
             // trust what a previous user (or a panic) left in it.
             scratch.output.clear();
             let mut flow = Ok(Flow::Open);
-            if self.websocket.is_some() {
+            if self.http2.is_some() {
+                flow = self.handle_http2(posted, scratch, sender);
+            } else if self.websocket.is_some() {
                 flow = self.handle_websocket(posted, scratch, sender);
             } else if posted & REPLY != 0 {
                 if let Some(outcome) = self.mailbox.take_reply() {
                     flow = self.complete_call(CallEnd::Outcome(outcome), scratch, sender);
                 }
             }
-            if self.websocket.is_none()
-                && matches!(flow, Ok(Flow::Open))
-                && posted & (READY | HANGUP) != 0
-            {
+            let http1 = self.websocket.is_none() && self.http2.is_none();
+            if http1 && matches!(flow, Ok(Flow::Open)) && posted & (READY | HANGUP) != 0 {
                 flow = self.drive(scratch, sender);
             }
-            if self.websocket.is_none() && matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
+            let http1 = self.websocket.is_none() && self.http2.is_none();
+            if http1 && matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
                 // Judge the deadline by what the connection is doing now, but
                 // only move it for work done: a silent client stays in its
                 // first request's stage and gets its 408.
@@ -366,6 +386,9 @@ impl Connection {
 
     /// Moves the deadline to what the connection is doing now.
     fn note_activity(&mut self) {
+        if self.http2.is_some() {
+            return self.http2_note_deadline();
+        }
         let websocket = self.websocket.as_deref().map(|session| session.events());
         let activity = Activity {
             // The TLS handshake is part of the first request: it must
@@ -405,6 +428,7 @@ impl Connection {
         self.ended = true;
         self.end_call();
         self.end_websocket(None);
+        self.end_http2();
         self.count(|m| &m.closed, 1);
     }
 

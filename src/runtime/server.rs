@@ -94,7 +94,7 @@ impl Server {
         let tls = config
             .tls
             .as_ref()
-            .map(|files| TlsAcceptor::new(files).map(Arc::new))
+            .map(|files| TlsAcceptor::new(files, config.http2).map(Arc::new))
             .transpose()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let routes = match &site {
@@ -198,6 +198,7 @@ impl Server {
                 metrics: counters.get(index).cloned(),
                 tls: tls.clone(),
                 cluster: cluster.clone(),
+                http2: config.http2,
             }));
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let upstream = upstream.map(|pool| pool.count_to(counters.get(index).cloned()));

@@ -49,6 +49,8 @@ pub(crate) struct PollerParts {
     pub(crate) tls: Option<Arc<TlsAcceptor>>,
     /// With `--nats`: the cluster.
     pub(crate) cluster: Option<Arc<Cluster>>,
+    /// HTTP/2 is on (`--http2`).
+    pub(crate) http2: bool,
 }
 
 /// What a poller shares with each of its connections.
@@ -84,6 +86,7 @@ pub(crate) struct Shared {
     metrics: Option<Arc<PollerMetrics>>,
     tls: Option<Arc<TlsAcceptor>>,
     cluster: Option<Arc<Cluster>>,
+    http2: bool,
 }
 
 impl Shared {
@@ -112,6 +115,7 @@ impl Shared {
             metrics: parts.metrics,
             tls: parts.tls,
             cluster: parts.cluster,
+            http2: parts.http2,
         }
     }
 
@@ -291,6 +295,11 @@ impl Shared {
         if let Some(metrics) = &self.metrics {
             metrics.add(counter(metrics), n as u64);
         }
+    }
+
+    /// HTTP/2 is on.
+    pub(crate) fn http2(&self) -> bool {
+        self.http2
     }
 
     /// The cluster, with `--nats`.

@@ -91,9 +91,14 @@ enum Stage {
     Request,
     Idle,
     Writing,
-    Reply { limit: Duration },
+    Reply {
+        limit: Duration,
+    },
     Linger,
     WebSocket,
+    /// A deadline its connection worked out itself (HTTP/2, whose streams
+    /// each have their own), and what its passing means.
+    Fixed(Expiry),
 }
 
 /// One connection's stage, since when, and its published deadline.
@@ -144,7 +149,7 @@ impl ConnectionTimer {
             Stage::Request | Stage::Reply { .. } | Stage::WebSocket => {
                 activity.responses != self.responses
             }
-            Stage::Idle | Stage::Linger => false,
+            Stage::Idle | Stage::Linger | Stage::Fixed(_) => false,
         };
         if stage != self.stage || progressed {
             self.stage = stage;
@@ -152,6 +157,12 @@ impl ConnectionTimer {
         }
         self.responses = activity.responses;
         self.publish(timeouts);
+    }
+
+    /// Publishes `deadline_ms` as it is; its passing means `expiry`.
+    pub(crate) fn set(&mut self, expiry: Expiry, deadline_ms: u64) {
+        self.stage = Stage::Fixed(expiry);
+        self.deadline_ms.store(deadline_ms, Ordering::Relaxed);
     }
 
     /// What expired, if the deadline has passed.
@@ -166,6 +177,7 @@ impl ConnectionTimer {
             Stage::Reply { .. } => Expiry::Reply,
             Stage::Linger => Expiry::Linger,
             Stage::WebSocket => Expiry::WebSocketIdle,
+            Stage::Fixed(expiry) => expiry,
         })
     }
 
@@ -176,6 +188,8 @@ impl ConnectionTimer {
             Stage::Writing => timeouts.write,
             Stage::Reply { limit } => limit,
             Stage::Linger => LINGER,
+            // Published by `set`, as it is.
+            Stage::Fixed(_) => return,
         };
         let deadline = self.since_ms.saturating_add(limit.as_millis() as u64);
         self.deadline_ms.store(deadline, Ordering::Relaxed);

@@ -81,7 +81,15 @@ pub(crate) struct Mailbox<K: Kit = Std> {
     /// Written by the poller before it posts `REPLY`; a connection has at
     /// most one call in flight, so this is never contended.
     reply: K::Mutex<Option<Outcome>>,
+    /// With `awaited` at [`MANY`] (an HTTP/2 connection, whose streams
+    /// make calls at once): every answer, with its call, for the
+    /// connection to match.
+    answers: K::Mutex<Vec<(u64, Outcome)>>,
 }
+
+/// `awaited` of a connection with many calls in flight (HTTP/2): no call
+/// number is this large.
+const MANY: u64 = u64::MAX;
 
 impl<K: Kit> Default for Mailbox<K> {
     fn default() -> Self {
@@ -89,6 +97,7 @@ impl<K: Kit> Default for Mailbox<K> {
             bits: K::U8::new(0),
             awaited: K::U64::new(0),
             reply: K::Mutex::new(None),
+            answers: K::Mutex::new(Vec::new()),
         }
     }
 }
@@ -122,10 +131,20 @@ impl<K: Kit> Mailbox<K> {
             .is_ok()
     }
 
+    /// From now on the connection has many calls in flight (HTTP/2): it
+    /// takes every answer with [`Mailbox::take_answers`] and matches them.
+    pub(crate) fn await_many(&self) {
+        self.awaited.store(MANY, Ordering::Release);
+    }
+
     /// Leaves the answer to `call` and posts `REPLY`: `None` when the call
     /// is no longer awaited (the answer is dropped), else as
     /// [`Mailbox::post`].
     pub(crate) fn post_reply(&self, call: u64, outcome: Outcome) -> Option<bool> {
+        if self.awaited.load(Ordering::Acquire) == MANY {
+            self.answers.lock().push((call, outcome));
+            return Some(self.post(REPLY));
+        }
         if !self.abandon(call) {
             return None;
         }
@@ -142,6 +161,11 @@ impl<K: Kit> Mailbox<K> {
     /// The answer posted with `REPLY`.
     pub(crate) fn take_reply(&self) -> Option<Outcome> {
         self.reply.lock().take()
+    }
+
+    /// The answers posted to a connection with many calls, into `into`.
+    pub(crate) fn take_answers(&self, into: &mut Vec<(u64, Outcome)>) {
+        std::mem::swap(&mut *self.answers.lock(), into);
     }
 
     /// Closes the mailbox; true when a `Wake` was sent since the last `take`

@@ -61,14 +61,17 @@ struct Resumption {
 
 /// The configuration new TLS connections are made with.
 pub(crate) struct TlsAcceptor {
+    /// ALPN offers `h2`.
+    http2: bool,
     files: TlsFiles,
     resumption: Resumption,
     current: RwLock<Arc<ServerConfig>>,
 }
 
 impl TlsAcceptor {
-    /// Reads the certificate and key in `files`.
-    pub(crate) fn new(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
+    /// Reads the certificate and key in `files`; with `http2`, ALPN offers
+    /// `h2` before `http/1.1`.
+    pub(crate) fn new(files: &TlsFiles, http2: bool) -> Result<TlsAcceptor, TlsError> {
         let tickets = ring::Ticketer::new().map_err(|e| TlsError::Pair {
             key: files.key.clone(),
             reason: format!("cannot make session tickets: {e}"),
@@ -77,8 +80,9 @@ impl TlsAcceptor {
             tickets,
             sessions: ServerSessionMemoryCache::new(SESSION_CACHE),
         };
-        let config = server_config(files, &resumption)?;
+        let config = server_config(files, &resumption, http2)?;
         Ok(TlsAcceptor {
+            http2,
             files: files.clone(),
             resumption,
             current: RwLock::new(config),
@@ -95,7 +99,7 @@ impl TlsAcceptor {
     /// SIGHUP: reads the files again; connections made from now on use them.
     /// An error keeps the configuration in use.
     pub(crate) fn reload(&self) -> Result<(), TlsError> {
-        let config = server_config(&self.files, &self.resumption)?;
+        let config = server_config(&self.files, &self.resumption, self.http2)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = config;
         Ok(())
     }
@@ -115,7 +119,11 @@ impl fmt::Debug for TlsAcceptor {
 }
 
 /// The server configuration for the certificate and key in `files`.
-fn server_config(files: &TlsFiles, resumption: &Resumption) -> Result<Arc<ServerConfig>, TlsError> {
+fn server_config(
+    files: &TlsFiles,
+    resumption: &Resumption,
+    http2: bool,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let certs = read_certs(&files.cert)?;
     let key = read_key(&files.key)?;
     let provider = Arc::new(ring::default_provider());
@@ -134,7 +142,11 @@ fn server_config(files: &TlsFiles, resumption: &Resumption) -> Result<Arc<Server
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .map_err(pair)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/2 first where it is on (RFC 9113 §3.2), else HTTP/1.1 alone.
+    config.alpn_protocols = match http2 {
+        true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        false => vec![b"http/1.1".to_vec()],
+    };
     // The server's order of cipher suites (rustls': AES-256-GCM, then
     // AES-128-GCM and ChaCha20-Poly1305), not the client's: no client can
     // talk it down to a weaker suite it happens to list first.

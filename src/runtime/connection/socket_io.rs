@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use mio::Interest;
 use uppercut::api::AnySender;
 
-use super::{Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
+use super::{http2, Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
 use crate::http::head::ResponseOut;
 use crate::http::response_fields::write_response;
 use crate::net::transport::Received;
@@ -74,6 +74,14 @@ impl Connection {
                     Ok(Received::Data { len, drained }) => {
                         input_used_up =
                             drained && !self.mode.reads_until_blocked() && !self.hung_up;
+                        // HTTP/2 is chosen by the first bytes: ALPN's
+                        // choice, or the preface.
+                        if let Some(first) = self.http2_begins(&scratch.input[..len]) {
+                            return match first {
+                                Some(first) => self.begin_http2(&first, scratch, sender),
+                                None => self.wait_for_input(),
+                            };
+                        }
                         self.stream.feed(
                             &scratch.input[..len],
                             self.shared.routes(),
@@ -88,6 +96,42 @@ impl Connection {
             }
             // One write for all the responses this read produced.
             self.write_batch(&mut scratch.output)?;
+        }
+    }
+
+    /// Whether `read` (the bytes just read) begins HTTP/2: `Some(Some(first))`
+    /// yes, with everything read so far; `Some(None)` not yet known (the
+    /// bytes are kept); `None` no, this is HTTP/1.1 (and the bytes kept
+    /// while it was not known are served first).
+    fn http2_begins(&mut self, read: &[u8]) -> Option<Option<Vec<u8>>> {
+        let mut sniffed = self.sniffing.take()?;
+        if self.transport.chose_http2() {
+            sniffed.extend_from_slice(read);
+            return Some(Some(sniffed.to_vec()));
+        }
+        if self.stream.responses() > 0 || self.stream.is_mid_request() {
+            return None;
+        }
+        sniffed.extend_from_slice(read);
+        match http2::opens_with_preface(&sniffed) {
+            Some(true) => Some(Some(sniffed.to_vec())),
+            None => {
+                self.sniffing = Some(sniffed);
+                Some(None)
+            }
+            Some(false) => {
+                // Served as HTTP/1.1: what was kept, then this read.
+                let kept = sniffed.len() - read.len();
+                if kept > 0 {
+                    let date = self.shared.date();
+                    let mut output = BytesMut::new();
+                    self.stream
+                        .feed(&sniffed[..kept], self.shared.routes(), &date, &mut output);
+                    // Nothing is answered from a part of a head.
+                    debug_assert!(output.is_empty());
+                }
+                None
+            }
         }
     }
 

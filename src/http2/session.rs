@@ -1,0 +1,552 @@
+//! One HTTP/2 connection's streams, with no socket: the connection puts
+//! what it read in, [`Session::drive`] runs `h2` and answers what it can,
+//! and the connection writes what came out. A stream's request is served
+//! by a request stream of its own (`gateway`), so a stream whose actor is
+//! slow waits alone: the others are answered meanwhile.
+//!
+//! A stream goes through:
+//!
+//! - **receiving** its body (released to the client's window as it comes,
+//!   so the client may send up to the largest body; past it, 413 at once);
+//! - **awaiting** its actor's answer, when its route is an actor's (the
+//!   connection sends the call and brings the answer back);
+//! - **sending** its response's body as the client's window allows.
+//!
+//! The limits and the attacks HTTP/2 is known for (too many streams,
+//! streams reset as fast as they open, header lists past their size, a
+//! flood of `CONTINUATION`, `SETTINGS` or `PING` frames) are `h2`'s, set
+//! from [`Limits`]; a connection that breaks them gets a `GOAWAY` with the
+//! error's code, written before the connection closes.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use h2::server::{Connection, Handshake, SendResponse};
+use h2::{Reason, RecvStream, SendStream};
+use slab::Slab;
+
+use crate::http::date::DATE_LEN;
+use crate::http2::gateway::{self, read_response};
+use crate::http2::pipe::{Flag, Pipe};
+use crate::observe::access_line::AccessRecorder;
+use crate::observe::access_log::AccessLog;
+use crate::observe::metrics::PollerMetrics;
+use crate::request_stream::{Call, CallEnd, RequestStream};
+use crate::routes::table::Routes;
+
+/// What `h2` is told to allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Streams open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub(crate) max_concurrent_streams: u32,
+    /// A request's header list, decoded (`SETTINGS_MAX_HEADER_LIST_SIZE`).
+    pub(crate) max_header_list_size: u32,
+    /// The window a stream's body starts with, and the connection's.
+    pub(crate) stream_window: u32,
+    pub(crate) connection_window: u32,
+    /// The largest request body, as for HTTP/1.1.
+    pub(crate) max_body: u64,
+    /// Streams reset by the client before they were answered, kept
+    /// counted for rapid-reset protection (CVE-2023-44487).
+    pub(crate) max_pending_resets: usize,
+}
+
+impl Limits {
+    /// The server's defaults, with `max_body`.
+    pub(crate) fn new(max_body: u64) -> Limits {
+        Limits {
+            max_concurrent_streams: 128,
+            max_header_list_size: crate::http::request::MAX_HEAD_LEN as u32,
+            stream_window: 256 * 1024,
+            connection_window: 1024 * 1024,
+            max_body,
+            max_pending_resets: 20,
+        }
+    }
+}
+
+/// What one stream is doing.
+enum Phase {
+    /// Its body is arriving.
+    Receiving {
+        head: Box<http::request::Parts>,
+        recv: RecvStream,
+        body: BytesMut,
+    },
+    /// Its route's actor has its request.
+    Awaiting {
+        stream: Box<RequestStream>,
+        head_only: bool,
+    },
+    /// Its response's body goes out as the window allows.
+    Sending {
+        send: SendStream<Bytes>,
+        body: Bytes,
+    },
+    /// Answered, or reset.
+    Done,
+}
+
+struct Stream {
+    respond: SendResponse<Bytes>,
+    phase: Phase,
+}
+
+enum Conn {
+    Handshaking(Handshake<Pipe, Bytes>),
+    Open(Connection<Pipe, Bytes>),
+    Closed,
+}
+
+/// Everything a stream's request stream is served with.
+pub(crate) struct Serving<'a> {
+    pub(crate) routes: &'a Routes,
+    pub(crate) date: &'a [u8; DATE_LEN],
+    pub(crate) log: Option<&'a Arc<AccessLog>>,
+    pub(crate) metrics: Option<&'a Arc<PollerMetrics>>,
+}
+
+/// How the connection stands after a drive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Drive {
+    /// Open: write the output, and wait for the next read or answer.
+    Open,
+    /// Over (the client went away, a `GOAWAY` went out, or the protocol was
+    /// broken: why): write the output, then close.
+    Closed(String),
+}
+
+/// One HTTP/2 connection's state.
+pub(crate) struct Session {
+    conn: Conn,
+    pipe: Pipe,
+    flag: Arc<Flag>,
+    waker: Waker,
+    streams: Slab<Stream>,
+    /// Calls streams made, for the connection to send.
+    calls: Vec<(usize, Call)>,
+    /// Calls sent, by call id: the stream awaiting the answer.
+    awaited: HashMap<u64, usize>,
+    limits: Limits,
+    peer: Option<SocketAddr>,
+    request: BytesMut,
+    response: BytesMut,
+    /// Streams begun and answered, for the connection's clock, and
+    /// streams the client reset before their answer.
+    begun: u64,
+    answered: u64,
+    resets: u64,
+    /// A `GOAWAY` was asked for (the server drains).
+    going_away: bool,
+}
+
+impl Session {
+    /// A session for a client whose first bytes (the preface, and what
+    /// followed) are `first`.
+    pub(crate) fn new(limits: Limits, peer: Option<SocketAddr>, first: &[u8]) -> Session {
+        let pipe = Pipe::default();
+        pipe.buffers().input.extend_from_slice(first);
+        let mut builder = h2::server::Builder::new();
+        builder
+            .max_concurrent_streams(limits.max_concurrent_streams)
+            .max_header_list_size(limits.max_header_list_size)
+            .initial_window_size(limits.stream_window)
+            .initial_connection_window_size(limits.connection_window)
+            .max_pending_accept_reset_streams(limits.max_pending_resets)
+            .max_send_buffer_size(64 * 1024);
+        let flag = Arc::new(Flag::default());
+        Session {
+            conn: Conn::Handshaking(builder.handshake(pipe.clone())),
+            waker: flag.waker(),
+            flag,
+            pipe,
+            streams: Slab::new(),
+            calls: Vec::new(),
+            awaited: HashMap::new(),
+            limits,
+            peer,
+            request: BytesMut::new(),
+            response: BytesMut::new(),
+            begun: 0,
+            answered: 0,
+            resets: 0,
+            going_away: false,
+        }
+    }
+
+    /// Adds what was read from the client.
+    pub(crate) fn feed(&mut self, input: &[u8]) {
+        self.pipe.buffers().input.extend_from_slice(input);
+    }
+
+    /// The client ended its side.
+    pub(crate) fn end_input(&mut self) {
+        self.pipe.buffers().ended = true;
+    }
+
+    /// Takes what `h2` wrote for the client into `out`.
+    pub(crate) fn take_output(&mut self, out: &mut BytesMut) {
+        let mut buffers = self.pipe.buffers();
+        if out.is_empty() {
+            std::mem::swap(out, &mut buffers.output);
+        } else {
+            out.extend_from_slice(&buffers.output);
+            buffers.output.clear();
+        }
+    }
+
+    /// Calls streams made since the last take: send each, then
+    /// [`Session::sent_call`] it.
+    pub(crate) fn take_calls(&mut self) -> Vec<(usize, Call)> {
+        std::mem::take(&mut self.calls)
+    }
+
+    /// The call `id` for stream `key` was sent.
+    pub(crate) fn sent_call(&mut self, key: usize, id: u64) {
+        self.awaited.insert(id, key);
+    }
+
+    /// Streams begun and streams answered so far.
+    pub(crate) fn progress(&self) -> (u64, u64) {
+        (self.begun, self.answered)
+    }
+
+    /// Streams the client reset before their answer, so far.
+    pub(crate) fn resets(&self) -> u64 {
+        self.resets
+    }
+
+    /// A stream's body is arriving.
+    pub(crate) fn is_receiving(&self) -> bool {
+        self.streams
+            .iter()
+            .any(|(_, s)| matches!(s.phase, Phase::Receiving { .. }))
+    }
+
+    /// A response's body waits for the client's window.
+    pub(crate) fn is_sending(&self) -> bool {
+        self.streams
+            .iter()
+            .any(|(_, s)| matches!(s.phase, Phase::Sending { .. }))
+    }
+
+    /// Streams open.
+    pub(crate) fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Ends call `id`: its stream's response is written and sent.
+    pub(crate) fn complete_call(&mut self, id: u64, end: CallEnd, serving: &Serving<'_>) {
+        let Some(key) = self.awaited.remove(&id) else {
+            return;
+        };
+        let Some(stream) = self.streams.get_mut(key) else {
+            return;
+        };
+        let Phase::Awaiting {
+            mut stream,
+            head_only,
+        } = std::mem::replace(&mut stream.phase, Phase::Done)
+        else {
+            return;
+        };
+        self.response.clear();
+        stream.complete_call(end, serving.routes, serving.date, &mut self.response);
+        self.respond(key, *stream, head_only);
+    }
+
+    /// The server drains: a `GOAWAY` naming the last stream taken; the
+    /// streams begun are answered, then the connection ends.
+    pub(crate) fn go_away(&mut self) {
+        if self.going_away {
+            return;
+        }
+        self.going_away = true;
+        if let Conn::Open(conn) = &mut self.conn {
+            conn.graceful_shutdown();
+        }
+        self.flag.wake_by_ref();
+    }
+
+    /// Pings the client (an idle connection's last chance); false when a
+    /// ping cannot be sent.
+    pub(crate) fn ping(&mut self) -> bool {
+        let Conn::Open(conn) = &mut self.conn else {
+            return false;
+        };
+        let sent = conn
+            .ping_pong()
+            .is_some_and(|mut ping| ping.send_ping(h2::Ping::opaque()).is_ok());
+        self.flag.wake_by_ref();
+        sent
+    }
+
+    /// Ends the connection now with `GOAWAY` and `reason`.
+    pub(crate) fn abort(&mut self, reason: Reason) {
+        if let Conn::Open(conn) = &mut self.conn {
+            conn.abrupt_shutdown(reason);
+        }
+        self.flag.wake_by_ref();
+    }
+
+    /// Runs `h2` and the streams until nothing moves: new streams begun
+    /// (and answered, when their routes answer at once), bodies taken,
+    /// responses sent as windows open.
+    pub(crate) fn drive(&mut self, serving: &Serving<'_>) -> Drive {
+        let waker = self.waker.clone();
+        let mut task = Context::from_waker(&waker);
+        loop {
+            self.flag.take();
+            if let Some(closed) = self.poll_connection(&mut task, serving) {
+                return closed;
+            }
+            let keys: Vec<usize> = self.streams.iter().map(|(key, _)| key).collect();
+            for key in keys {
+                self.poll_stream(key, &mut task, serving);
+            }
+            if !self.flag.take() {
+                return Drive::Open;
+            }
+        }
+    }
+
+    /// Moves the connection: the handshake, then new streams. `Some` when
+    /// it ended.
+    fn poll_connection(&mut self, task: &mut Context<'_>, serving: &Serving<'_>) -> Option<Drive> {
+        if let Conn::Handshaking(handshake) = &mut self.conn {
+            match Pin::new(handshake).poll(task) {
+                Poll::Ready(Ok(conn)) => self.conn = Conn::Open(conn),
+                Poll::Ready(Err(e)) => {
+                    self.conn = Conn::Closed;
+                    return Some(Drive::Closed(e.to_string()));
+                }
+                Poll::Pending => return None,
+            }
+        }
+        let mut accepted = Vec::new();
+        let ended = match &mut self.conn {
+            Conn::Open(conn) => loop {
+                match conn.poll_accept(task) {
+                    Poll::Ready(Some(Ok(stream))) => accepted.push(stream),
+                    Poll::Ready(Some(Err(e))) => break Some(e.to_string()),
+                    Poll::Ready(None) => break Some("the connection ended".to_string()),
+                    Poll::Pending => break None,
+                }
+            },
+            _ => Some("closed".to_string()),
+        };
+        for (request, respond) in accepted {
+            self.begin(request, respond, serving);
+        }
+        let reason = ended?;
+        self.conn = Conn::Closed;
+        Some(Drive::Closed(reason))
+    }
+
+    /// A stream's head came.
+    fn begin(
+        &mut self,
+        request: http::Request<RecvStream>,
+        respond: SendResponse<Bytes>,
+        serving: &Serving<'_>,
+    ) {
+        self.begun += 1;
+        let (head, recv) = request.into_parts();
+        let declared = head
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u64>().ok());
+        let key = self.streams.insert(Stream {
+            respond,
+            phase: Phase::Done,
+        });
+        if recv.is_end_stream() {
+            return self.serve(key, &head, b"", serving);
+        }
+        if let Some(declared) = declared.filter(|&declared| declared > self.limits.max_body) {
+            return self.refuse_body(key, &head, declared, serving);
+        }
+        self.streams[key].phase = Phase::Receiving {
+            head: Box::new(head),
+            recv,
+            body: BytesMut::new(),
+        };
+    }
+
+    /// Moves one stream: its body in, or its response's body out.
+    fn poll_stream(&mut self, key: usize, task: &mut Context<'_>, serving: &Serving<'_>) {
+        let Some(stream) = self.streams.get_mut(key) else {
+            return;
+        };
+        match &mut stream.phase {
+            Phase::Receiving { recv, body, .. } => loop {
+                match recv.poll_data(task) {
+                    Poll::Ready(Some(Ok(data))) => {
+                        let _ = recv.flow_control().release_capacity(data.len());
+                        body.extend_from_slice(&data);
+                        if body.len() as u64 > self.limits.max_body {
+                            let declared = body.len() as u64;
+                            let Phase::Receiving { head, .. } =
+                                std::mem::replace(&mut stream.phase, Phase::Done)
+                            else {
+                                return;
+                            };
+                            return self.refuse_body(key, &head, declared, serving);
+                        }
+                    }
+                    Poll::Ready(None) => {
+                        let Phase::Receiving { head, body, .. } =
+                            std::mem::replace(&mut stream.phase, Phase::Done)
+                        else {
+                            return;
+                        };
+                        return self.serve(key, &head, &body, serving);
+                    }
+                    // Reset by the client.
+                    Poll::Ready(Some(Err(_))) => {
+                        self.resets += 1;
+                        return self.end(key);
+                    }
+                    Poll::Pending => return,
+                }
+            },
+            Phase::Sending { send, body } => loop {
+                if body.is_empty() {
+                    return self.end(key);
+                }
+                send.reserve_capacity(body.len());
+                match send.poll_capacity(task) {
+                    Poll::Ready(Some(Ok(0))) | Poll::Pending => return,
+                    Poll::Ready(Some(Ok(granted))) => {
+                        let chunk = body.split_to(granted.min(body.len()));
+                        if send.send_data(chunk, body.is_empty()).is_err() {
+                            return self.end(key);
+                        }
+                    }
+                    Poll::Ready(Some(Err(_)) | None) => return self.end(key),
+                }
+            },
+            Phase::Awaiting { .. } => {
+                // A stream the client reset while its actor worked: the
+                // answer, when it comes, is dropped.
+                if stream.respond.poll_reset(task).is_ready() {
+                    self.resets += 1;
+                    self.end(key);
+                }
+            }
+            Phase::Done => self.end(key),
+        }
+    }
+
+    /// Serves the request `head` with `body`: answered now, or its call
+    /// left for the connection.
+    fn serve(
+        &mut self,
+        key: usize,
+        head: &http::request::Parts,
+        body: &[u8],
+        serving: &Serving<'_>,
+    ) {
+        gateway::write_request(head, body, &mut self.request);
+        self.serve_written(key, head, serving);
+    }
+
+    /// A body past the largest: the request stream answers 413 from the
+    /// head alone.
+    fn refuse_body(
+        &mut self,
+        key: usize,
+        head: &http::request::Parts,
+        declared: u64,
+        serving: &Serving<'_>,
+    ) {
+        gateway::write_request_head(head, declared, &mut self.request);
+        self.serve_written(key, head, serving);
+    }
+
+    fn serve_written(&mut self, key: usize, head: &http::request::Parts, serving: &Serving<'_>) {
+        let mut stream = RequestStream::default();
+        stream.set_peer(self.peer);
+        if let Some(log) = serving.log {
+            let mut recorder = AccessRecorder::new(log, self.peer.map(|peer| peer.ip()));
+            recorder.over_http2();
+            stream.log_to(recorder);
+        }
+        if let Some(metrics) = serving.metrics {
+            stream.count_to(Arc::clone(metrics));
+        }
+        let head_only = head.method == http::Method::HEAD;
+        self.response.clear();
+        stream.feed(
+            &self.request,
+            serving.routes,
+            serving.date,
+            &mut self.response,
+        );
+        if let Some(call) = stream.take_call() {
+            self.calls.push((key, call));
+            self.streams[key].phase = Phase::Awaiting {
+                stream: Box::new(stream),
+                head_only,
+            };
+            return;
+        }
+        self.respond(key, stream, head_only);
+    }
+
+    /// Sends what `stream` wrote as the response of stream `key`.
+    fn respond(&mut self, key: usize, mut stream: RequestStream, head_only: bool) {
+        let written = self.response.split().freeze();
+        // Handed to h2: as far as the access log goes, sent.
+        stream.sent(written.len());
+        drop(stream);
+        self.answered += 1;
+        let Some(entry) = self.streams.get_mut(key) else {
+            return;
+        };
+        let converted = match read_response(written, head_only) {
+            Ok(converted) => converted,
+            Err(_) => {
+                entry.respond.send_reset(Reason::INTERNAL_ERROR);
+                return self.end(key);
+            }
+        };
+        let end = converted.body.is_empty();
+        match entry.respond.send_response(converted.head, end) {
+            Ok(send) if !end => {
+                entry.phase = Phase::Sending {
+                    send,
+                    body: converted.body,
+                };
+                self.flag.wake_by_ref();
+            }
+            _ => self.end(key),
+        }
+    }
+
+    /// Stream `key` is over.
+    fn end(&mut self, key: usize) {
+        if self.streams.contains(key) {
+            self.streams.remove(key);
+        }
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("streams", &self.streams.len())
+            .field("awaited", &self.awaited.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long an idle connection's ping may go unanswered.
+pub(crate) const PING_GRACE: Duration = Duration::from_secs(10);
