@@ -28,7 +28,15 @@ pub(crate) struct Buffers {
     pub(crate) output: BytesMut,
     /// The client ended its side: a read past the input is the end.
     pub(crate) ended: bool,
+    /// A write was refused since the output was last taken: `h2` has more
+    /// to write once it is.
+    pub(crate) refused: bool,
 }
+
+/// Output the pipe holds before it refuses more: with the socket's own
+/// backlog bounded by the connection, what a client that reads nothing
+/// costs is bounded too, however large the windows it grants.
+pub(crate) const OUTPUT_LIMIT: usize = 256 * 1024;
 
 /// `h2`'s end of the buffers. Cloning shares them.
 #[derive(Debug, Clone, Default)]
@@ -70,8 +78,16 @@ impl AsyncWrite for Pipe {
         _cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.buffers().output.extend_from_slice(data);
-        Poll::Ready(Ok(data.len()))
+        let mut buffers = self.buffers();
+        let room = OUTPUT_LIMIT.saturating_sub(buffers.output.len());
+        if room == 0 {
+            // Polled again once the connection took the output.
+            buffers.refused = true;
+            return Poll::Pending;
+        }
+        let len = data.len().min(room);
+        buffers.output.extend_from_slice(&data[..len]);
+        Poll::Ready(Ok(len))
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {

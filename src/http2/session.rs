@@ -118,8 +118,9 @@ pub(crate) enum Drive {
     /// Open: write the output, and wait for the next read or answer.
     Open,
     /// Over (the client went away, a `GOAWAY` went out, or the protocol was
-    /// broken: why): write the output, then close.
-    Closed(String),
+    /// broken): write the output, then close. The `GOAWAY`'s code, when one
+    /// went out.
+    Closed(Option<Reason>),
 }
 
 /// One HTTP/2 connection's state.
@@ -144,6 +145,8 @@ pub(crate) struct Session {
     resets: u64,
     /// A `GOAWAY` was asked for (the server drains).
     going_away: bool,
+    /// The code of the `GOAWAY` this side sent, if it did.
+    goaway_sent: Option<Reason>,
 }
 
 impl Session {
@@ -177,6 +180,7 @@ impl Session {
             answered: 0,
             resets: 0,
             going_away: false,
+            goaway_sent: None,
         }
     }
 
@@ -190,8 +194,9 @@ impl Session {
         self.pipe.buffers().ended = true;
     }
 
-    /// Takes what `h2` wrote for the client into `out`.
-    pub(crate) fn take_output(&mut self, out: &mut BytesMut) {
+    /// Takes what `h2` wrote for the client into `out`; true when `h2`
+    /// had more to write and was refused (drive again to let it).
+    pub(crate) fn take_output(&mut self, out: &mut BytesMut) -> bool {
         let mut buffers = self.pipe.buffers();
         if out.is_empty() {
             std::mem::swap(out, &mut buffers.output);
@@ -199,6 +204,7 @@ impl Session {
             out.extend_from_slice(&buffers.output);
             buffers.output.clear();
         }
+        std::mem::take(&mut buffers.refused)
     }
 
     /// Calls streams made since the last take: send each, then
@@ -268,6 +274,7 @@ impl Session {
             return;
         }
         self.going_away = true;
+        self.goaway_sent = Some(Reason::NO_ERROR);
         if let Conn::Open(conn) = &mut self.conn {
             conn.graceful_shutdown();
         }
@@ -291,6 +298,7 @@ impl Session {
     pub(crate) fn abort(&mut self, reason: Reason) {
         if let Conn::Open(conn) = &mut self.conn {
             conn.abrupt_shutdown(reason);
+            self.goaway_sent = Some(reason);
         }
         self.flag.wake_by_ref();
     }
@@ -324,7 +332,7 @@ impl Session {
                 Poll::Ready(Ok(conn)) => self.conn = Conn::Open(conn),
                 Poll::Ready(Err(e)) => {
                     self.conn = Conn::Closed;
-                    return Some(Drive::Closed(e.to_string()));
+                    return Some(Drive::Closed(goaway(&e)));
                 }
                 Poll::Pending => return None,
             }
@@ -334,12 +342,12 @@ impl Session {
             Conn::Open(conn) => loop {
                 match conn.poll_accept(task) {
                     Poll::Ready(Some(Ok(stream))) => accepted.push(stream),
-                    Poll::Ready(Some(Err(e))) => break Some(e.to_string()),
-                    Poll::Ready(None) => break Some("the connection ended".to_string()),
+                    Poll::Ready(Some(Err(e))) => break Some(goaway(&e)),
+                    Poll::Ready(None) => break Some(self.goaway_sent),
                     Poll::Pending => break None,
                 }
             },
-            _ => Some("closed".to_string()),
+            _ => Some(None),
         };
         for (request, respond) in accepted {
             self.begin(request, respond, serving);
@@ -536,6 +544,15 @@ impl Session {
         if self.streams.contains(key) {
             self.streams.remove(key);
         }
+    }
+}
+
+/// The `GOAWAY` an `h2` error sent, if it was one of this side's (a
+/// protocol error the client made, a limit it broke).
+fn goaway(error: &h2::Error) -> Option<Reason> {
+    match (error.is_go_away(), error.is_remote()) {
+        (true, false) => error.reason(),
+        _ => None,
     }
 }
 

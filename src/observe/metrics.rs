@@ -72,6 +72,19 @@ pub(crate) const WEBSOCKET_CLOSE_CODES: [u16; 9] =
     [1000, 1001, 1002, 1003, 1005, 1007, 1008, 1009, 1011];
 pub(crate) const WEBSOCKET_CLOSE_SLOTS: usize = WEBSOCKET_CLOSE_CODES.len() + 2;
 
+/// Why an HTTP/2 connection ended with a `GOAWAY` (its error code), as
+/// counted; then any other code.
+pub(crate) const GOAWAY_REASONS: [(u32, &str); 7] = [
+    (0x0, "no_error"),
+    (0x1, "protocol_error"),
+    (0x2, "internal_error"),
+    (0x3, "flow_control_error"),
+    (0x6, "frame_size_error"),
+    (0x9, "compression_error"),
+    (0xb, "enhance_your_calm"),
+];
+pub(crate) const GOAWAY_SLOTS: usize = GOAWAY_REASONS.len() + 1;
+
 /// One poller's counters. In `local` dispatch only the poller's current
 /// thread runs its connections, so a counter is bumped with a plain load and
 /// store; in `system` dispatch its connection actors run on any worker at
@@ -101,6 +114,7 @@ pub(crate) struct PollerMetrics {
     pub upstream_idle: AtomicU64,
     pub upstream_busy: AtomicU64,
     websocket_closes: [AtomicU64; WEBSOCKET_CLOSE_SLOTS],
+    http2_goaways: [AtomicU64; GOAWAY_SLOTS],
     timeouts: [AtomicU64; 3],
     upstream: [AtomicU64; 5],
     responses: [AtomicU64; STATUS_SLOTS],
@@ -160,6 +174,20 @@ impl PollerMetrics {
             None => WEBSOCKET_CLOSE_CODES.len() + 1,
         };
         self.add(&self.websocket_closes[slot], 1);
+    }
+
+    /// Counts an HTTP/2 connection ended by a `GOAWAY` with `code`.
+    pub(crate) fn http2_goaway(&self, code: u32) {
+        let slot = GOAWAY_REASONS
+            .iter()
+            .position(|&(known, _)| known == code)
+            .unwrap_or(GOAWAY_REASONS.len());
+        self.add(&self.http2_goaways[slot], 1);
+    }
+
+    /// `GOAWAY`s by slot: `GOAWAY_REASONS` in order, then other codes.
+    pub(crate) fn http2_goaways(&self) -> [u64; GOAWAY_SLOTS] {
+        std::array::from_fn(|slot| self.http2_goaways[slot].load(Ordering::Relaxed))
     }
 
     /// WebSocket closes by slot: `WEBSOCKET_CLOSE_CODES` in order, other

@@ -10,7 +10,7 @@ use crate::observe::cluster_metrics::{
     Carried, ClusterMetrics, Dropped, Refusal, LATENCY_BOUNDS_US,
 };
 use crate::observe::metrics::{
-    PollerMetrics, TimeoutKind, UpstreamResult, STATUS_CODES, WEBSOCKET_CLOSE_CODES,
+    PollerMetrics, TimeoutKind, UpstreamResult, GOAWAY_REASONS, STATUS_CODES, WEBSOCKET_CLOSE_CODES,
 };
 use crate::observe::process_stats::ProcessStats;
 
@@ -28,6 +28,8 @@ pub(crate) struct Series {
     pub(crate) websocket: bool,
     /// The upstream pool's connections and requests (`--upstream`).
     pub(crate) upstream: bool,
+    /// HTTP/2 connections, streams and how they ended (`--http2 on`).
+    pub(crate) http2: bool,
     /// The cluster's (`--nats`).
     pub(crate) cluster: Option<Arc<ClusterMetrics>>,
 }
@@ -134,6 +136,38 @@ pub(crate) fn render(
             "TLS handshakes that failed: bad records, alerts, stalls, clients not speaking TLS.",
         );
         per_poller(&mut page, &|p| load(&p.tls_handshake_failures));
+    }
+    if series.http2 {
+        page.family(
+            "uppercut_http2_connections_total",
+            "counter",
+            "Connections that spoke HTTP/2 (ALPN h2, or the h2c preface).",
+        );
+        per_poller(&mut page, &|p| load(&p.http2_connections));
+        page.family(
+            "uppercut_http2_streams_total",
+            "counter",
+            "HTTP/2 streams begun (requests).",
+        );
+        per_poller(&mut page, &|p| load(&p.http2_streams));
+        page.family(
+            "uppercut_http2_resets_total",
+            "counter",
+            "HTTP/2 streams the client reset before they were answered.",
+        );
+        per_poller(&mut page, &|p| load(&p.http2_resets));
+        page.family(
+            "uppercut_http2_goaways_total",
+            "counter",
+            "HTTP/2 connections ended by a GOAWAY, by its error code.",
+        );
+        for (index, poller) in pollers.iter().enumerate() {
+            let counts = poller.http2_goaways();
+            let reasons = GOAWAY_REASONS.iter().map(|&(_, label)| label);
+            for (label, count) in reasons.chain(["other"]).zip(counts) {
+                page.sample(&format!("poller=\"{index}\",reason=\"{label}\""), count);
+            }
+        }
     }
     if series.websocket {
         page.family(

@@ -174,6 +174,7 @@ impl Server {
                     tls: config.tls.is_some(),
                     websocket: routes.has_websockets(),
                     upstream: config.upstream.is_some(),
+                    http2: config.http2,
                     cluster: cluster
                         .as_ref()
                         .map(|cluster| Arc::clone(cluster.metrics())),

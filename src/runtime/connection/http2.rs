@@ -209,7 +209,7 @@ impl Connection {
                 }
             }
             self.http2_run(sender);
-            let ended = self.http2_write(scratch)?;
+            let (ended, more) = self.http2_write(scratch)?;
             if ended {
                 return Ok(Flow::Finished);
             }
@@ -218,6 +218,10 @@ impl Connection {
                 self.set_writable_interest(true)?;
                 self.http2_note_deadline();
                 return Ok(Flow::Open);
+            }
+            // h2 filled the pipe: the socket took it all, so let h2 go on.
+            if more {
+                continue;
             }
             if input_used_up {
                 self.set_writable_interest(false)?;
@@ -272,7 +276,12 @@ impl Connection {
             let (now_begun, now_resets) = (h2.session.progress().0, h2.session.resets());
             self.count(|m| &m.http2_streams, (now_begun - begun) as usize);
             self.count(|m| &m.http2_resets, (now_resets - resets) as usize);
-            if let Drive::Closed(_) = drive {
+            if let Drive::Closed(goaway) = drive {
+                if !h2.ended {
+                    if let (Some(reason), Some(metrics)) = (goaway, shared.metrics()) {
+                        metrics.http2_goaway(u32::from(reason));
+                    }
+                }
                 h2.ended = true;
             }
             let calls = h2.session.take_calls();
@@ -305,26 +314,29 @@ impl Connection {
         self.http2 = Some(h2);
     }
 
-    /// Writes what the session wrote; true when the session ended and all
-    /// of it went (the socket may close).
-    fn http2_write(&mut self, scratch: &mut Scratch) -> io::Result<bool> {
+    /// Writes what the session wrote, unless the socket is behind (then
+    /// it waits in the pipe, which refuses `h2` more once full): whether
+    /// the session ended and all of it went (the socket may close), and
+    /// whether `h2` has more to write.
+    fn http2_write(&mut self, scratch: &mut Scratch) -> io::Result<(bool, bool)> {
+        if self.transport.is_backed_up() && !self.flush()? {
+            return Ok((false, false));
+        }
         let Some(h2) = self.http2.as_deref_mut() else {
-            return Ok(true);
+            return Ok((true, false));
         };
         scratch.output.clear();
-        h2.session.take_output(&mut scratch.output);
-        let ended = h2.ended;
+        let more = h2.session.take_output(&mut scratch.output);
+        let ended = h2.ended && !more;
         if !scratch.output.is_empty() {
             self.write_batch(&mut scratch.output)?;
-        } else if self.transport.is_backed_up() {
-            self.flush()?;
         }
         if self.wrote {
             if let Some(h2) = self.http2.as_deref_mut() {
                 h2.wrote_ms = self.shared.now_ms();
             }
         }
-        Ok(ended && !self.transport.is_backed_up())
+        Ok((ended && !self.transport.is_backed_up(), more))
     }
 
     /// Publishes the connection's deadline: the nearest call's timeout, or
@@ -366,4 +378,3 @@ impl Connection {
         }
     }
 }
-

@@ -1,0 +1,263 @@
+//! An HTTP/2 client for the tests: the `h2` crate's, over a blocking
+//! socket (plain, for h2c with prior knowledge, or TLS with ALPN `h2`),
+//! driven by a small loop of its own (no runtime): the request's future and
+//! the connection are polled in turn until the request is answered.
+
+use std::future::Future;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::client::{Connection, SendRequest};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::integrity::Stream;
+use super::IO_TIMEOUT;
+
+/// A blocking stream as `h2` wants it: a read that finds nothing within a
+/// few milliseconds is `Pending` (and asks to be polled again).
+struct Io(Box<dyn Stream>);
+
+impl AsyncRead for Io {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.0.read(buf.initialize_unfilled()) {
+            Ok(len) => {
+                buf.advance(len);
+                Poll::Ready(Ok(()))
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(self.0.write_all(data).map(|()| data.len()))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(self.0.flush())
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+struct Noop;
+
+impl Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A response as a test compares it: status, fields (names lower-case,
+/// in order) and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub fields: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// The first value of field `name`.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP/2 connection.
+pub struct H2Client {
+    send: SendRequest<Bytes>,
+    conn: Connection<Io, Bytes>,
+    waker: Waker,
+}
+
+/// A plain socket to `addr`, whose reads give up after a few
+/// milliseconds (so the client can poll its connection).
+pub fn socket(addr: SocketAddr) -> TcpStream {
+    let socket = TcpStream::connect(addr).expect("connect");
+    socket.set_nodelay(true).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(5)))
+        .unwrap();
+    socket
+}
+
+impl H2Client {
+    /// h2c with prior knowledge to `addr`.
+    pub fn plain(addr: SocketAddr) -> H2Client {
+        H2Client::over(Box::new(socket(addr)))
+    }
+
+    /// TLS to `addr` with ALPN `h2` (the client configuration must offer
+    /// it), checking the server chose it.
+    pub fn tls(addr: SocketAddr, config: &Arc<rustls::ClientConfig>) -> H2Client {
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let session = rustls::ClientConnection::new(Arc::clone(config), name).unwrap();
+        let mut stream = rustls::StreamOwned::new(session, socket(addr));
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while stream.conn.is_handshaking() {
+            match stream.conn.complete_io(&mut stream.sock) {
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    assert!(Instant::now() < deadline, "the TLS handshake");
+                }
+                Err(e) => panic!("TLS handshake: {e}"),
+            }
+        }
+        assert_eq!(
+            stream.conn.alpn_protocol(),
+            Some(&b"h2"[..]),
+            "ALPN chose h2"
+        );
+        H2Client::over(Box::new(stream))
+    }
+
+    fn over(stream: Box<dyn Stream>) -> H2Client {
+        let waker = Waker::from(Arc::new(Noop));
+        let mut handshake = Box::pin(h2::client::handshake(Io(stream)));
+        let deadline = Instant::now() + IO_TIMEOUT;
+        let (send, conn) = loop {
+            let mut cx = Context::from_waker(&waker);
+            if let Poll::Ready(done) = handshake.as_mut().poll(&mut cx) {
+                break done.expect("the HTTP/2 handshake");
+            }
+            assert!(Instant::now() < deadline, "the HTTP/2 handshake");
+        };
+        H2Client { send, conn, waker }
+    }
+
+    /// Polls `future` and the connection in turn until `future` is done.
+    fn run<T>(&mut self, future: impl Future<Output = T>) -> T {
+        let mut future = std::pin::pin!(future);
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let mut cx = Context::from_waker(&self.waker);
+            if let Poll::Ready(done) = future.as_mut().poll(&mut cx) {
+                return done;
+            }
+            if let Poll::Ready(ended) = Pin::new(&mut self.conn).poll(&mut cx) {
+                // The connection ended: the future may still have its
+                // answer (an error) to give.
+                if let Poll::Ready(done) = future.as_mut().poll(&mut cx) {
+                    return done;
+                }
+                panic!("the connection ended first: {ended:?}");
+            }
+            assert!(Instant::now() < deadline, "no answer in {IO_TIMEOUT:?}");
+        }
+    }
+
+    /// Sends `request` with `body`, and takes its answer whole.
+    pub fn request(&mut self, request: http::Request<()>, body: &[u8]) -> Answer {
+        let pending = self.send_only(request, body);
+        self.answer(pending)
+    }
+
+    /// Sends `request` with `body`, without waiting for its answer.
+    pub fn send_only(
+        &mut self,
+        request: http::Request<()>,
+        body: &[u8],
+    ) -> h2::client::ResponseFuture {
+        let mut send = self.send.clone();
+        let ready = self.run(std::future::poll_fn(|cx| send.poll_ready(cx)));
+        ready.expect("room for a stream");
+        let (response, mut stream) = send
+            .send_request(request, body.is_empty())
+            .expect("the request goes");
+        if !body.is_empty() {
+            stream
+                .send_data(Bytes::copy_from_slice(body), true)
+                .expect("the body goes");
+        }
+        response
+    }
+
+    /// The answer `response` brings, whole.
+    pub fn answer(&mut self, response: h2::client::ResponseFuture) -> Answer {
+        let response = self.run(response).expect("a response");
+        let (head, mut body) = response.into_parts();
+        let mut bytes = Vec::new();
+        loop {
+            let data = self.run(std::future::poll_fn(|cx| body.poll_data(cx)));
+            match data {
+                Some(Ok(data)) => {
+                    let _ = body.flow_control().release_capacity(data.len());
+                    bytes.extend_from_slice(&data);
+                }
+                Some(Err(e)) => panic!("the body broke off: {e}"),
+                None => break,
+            }
+        }
+        Answer {
+            status: head.status.as_u16(),
+            fields: head
+                .headers
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: bytes,
+        }
+    }
+}
+
+/// An HTTP/1.1 response as an [`Answer`]: the fields HTTP/2 has no place
+/// for left out (`Connection`, `Keep-Alive`, `Transfer-Encoding`), names
+/// lower-cased.
+pub fn answer_of_http11(response: &[u8], head_only: bool) -> Answer {
+    let mut fields = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut fields);
+    let Ok(httparse::Status::Complete(head_len)) = parsed.parse(response) else {
+        panic!("not a response: {:?}", String::from_utf8_lossy(response));
+    };
+    let fields: Vec<(String, String)> = parsed
+        .headers
+        .iter()
+        .map(|f| {
+            (
+                f.name.to_ascii_lowercase(),
+                String::from_utf8_lossy(f.value).into_owned(),
+            )
+        })
+        .filter(|(n, _)| {
+            !matches!(
+                n.as_str(),
+                "connection" | "keep-alive" | "transfer-encoding"
+            )
+        })
+        .collect();
+    Answer {
+        status: parsed.code.unwrap(),
+        fields,
+        body: match head_only {
+            true => Vec::new(),
+            false => response[head_len..].to_vec(),
+        },
+    }
+}

@@ -1,0 +1,344 @@
+//! HTTP/2 over real sockets, in both dispatch modes, h2c with prior
+//! knowledge and TLS with ALPN: every route answers as it does over
+//! HTTP/1.1 (each request is sent both ways and the answers compared,
+//! field for field and byte for byte), streams of one connection run
+//! concurrently (a slow actor holds no other stream), and `--http2 off`
+//! leaves HTTP/1.1 untouched.
+
+mod common;
+
+use std::fs;
+use std::io::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::h2client::{answer_of_http11, Answer, H2Client};
+use common::tls::{client_config, Certificates};
+use common::upstream::{spawn, with_upstream};
+use common::{config, start_with, Client};
+use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
+use uppercut_mio_server::{ActorRequest, ActorResponse, Config, Dispatch, Method, Routes, Server};
+
+/// Answers `/slow/*` only once told to, and everything else at once.
+struct Gate {
+    held: Arc<Mutex<Vec<ActorRequest>>>,
+}
+
+impl AnyActor for Gate {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        match envelope.message.downcast::<ActorRequest>() {
+            Ok(request) => self.held.lock().unwrap().push(*request),
+            Err(message) => {
+                if message.is::<&str>() {
+                    for request in self.held.lock().unwrap().drain(..) {
+                        let path = request.request().path().to_string();
+                        request.respond(ActorResponse::text(format!("released {path}")));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Answers with the request's method, path, query, the field `x-test` and
+/// the body: what a route sees of a request.
+struct Mirror;
+
+impl AnyActor for Mirror {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            let seen = request.request();
+            let body = format!(
+                "{} {} {:?} {:?} {}",
+                seen.method().as_str(),
+                seen.path(),
+                seen.query(),
+                seen.header("x-test")
+                    .map(|v| String::from_utf8_lossy(v).into_owned()),
+                String::from_utf8_lossy(seen.body())
+            );
+            request.respond(ActorResponse::text(body));
+        }
+    }
+}
+
+/// The routes every test here serves: the standard ones, each kind of
+/// route, a static directory, and `/io` when given an upstream.
+fn routes(www: &std::path::Path, held: Arc<Mutex<Vec<ActorRequest>>>) -> Routes {
+    Routes::standard()
+        .handler(&[Method::Get], "/hello/handler", |_, response| {
+            let _ = response.header("Content-Type", "text/plain");
+            response.body(b"Hello, World!");
+        })
+        .handler(
+            &[Method::Get],
+            "/hello/param/{name}",
+            |request, response| {
+                let name = request.param("name").unwrap_or_default();
+                response.body(format!("Hello, {name}!").as_bytes());
+            },
+        )
+        .handler(&[Method::Post], "/echo", |request, response| {
+            let _ = response.header("Content-Type", "application/octet-stream");
+            response.body(request.body());
+        })
+        .actor(&[Method::Get, Method::Post], "/mirror", "mirror")
+        .spawn("mirror", Mirror)
+        .actor(&[Method::Get], "/per-poller", "per-poller")
+        .spawn_per_poller("per-poller", |_| Mirror)
+        .actor(&[Method::Get], "/blocking", "blocking")
+        .spawn_blocking("blocking", 2, |_| Mirror)
+        .blocking_handler(&[Method::Get], "/report", |_, response| {
+            response.body(b"a report");
+        })
+        .actor(&[Method::Get], "/slow/*", "gate")
+        .spawn("gate", Gate { held })
+        .with_static_dir(www, Default::default())
+        .expect("the directory loads")
+}
+
+/// A static directory: a small text file, a larger CSS file (served
+/// gzip-compressed to whoever accepts it), and a 1 MiB file.
+fn site(dir: &std::path::Path) {
+    fs::create_dir_all(dir).unwrap();
+    fs::write(dir.join("a.txt"), b"alpha\n").unwrap();
+    let css: String = (0..100)
+        .map(|i| format!(".r{i} {{ color: red; }}\n"))
+        .collect();
+    fs::write(dir.join("site.css"), css).unwrap();
+    let big: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+    fs::write(dir.join("big.bin"), big).unwrap();
+}
+
+/// A request as method, target, fields and body.
+type Sent = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, String)>,
+    Vec<u8>,
+);
+
+/// The requests every route kind gets.
+fn requests() -> Vec<Sent> {
+    let none = Vec::new;
+    vec![
+        ("GET", "/", none(), vec![]),
+        ("HEAD", "/", none(), vec![]),
+        ("GET", "/plaintext", none(), vec![]),
+        ("GET", "/json", none(), vec![]),
+        ("GET", "/v1/user", none(), vec![]),
+        ("GET", "/hello/handler", none(), vec![]),
+        ("GET", "/hello/param/J%C3%BCrgen", none(), vec![]),
+        ("POST", "/echo", none(), b"bytes in, bytes out".to_vec()),
+        (
+            "GET",
+            "/mirror?q=1&r=two",
+            vec![("x-test", "seen".into())],
+            vec![],
+        ),
+        ("POST", "/mirror", none(), b"a body".to_vec()),
+        ("GET", "/per-poller", none(), vec![]),
+        ("GET", "/blocking", none(), vec![]),
+        ("GET", "/report", none(), vec![]),
+        ("GET", "/a.txt", none(), vec![]),
+        ("HEAD", "/a.txt", none(), vec![]),
+        ("GET", "/a.txt", vec![("range", "bytes=1-3".into())], vec![]),
+        (
+            "GET",
+            "/site.css",
+            vec![("accept-encoding", "gzip".into())],
+            vec![],
+        ),
+        ("GET", "/big.bin", none(), vec![]),
+        ("GET", "/nowhere", none(), vec![]),
+        ("DELETE", "/", none(), vec![]),
+        ("POST", "/echo", none(), vec![b'x'; 3000]),
+        ("GET", "/io", none(), vec![]),
+    ]
+}
+
+/// `answer` with its `date` field's value replaced, and the entity tag of
+/// a conditional request's target filled in for comparison.
+fn dated(mut answer: Answer) -> Answer {
+    for (name, value) in &mut answer.fields {
+        if name == "date" {
+            common::assert_recent_date(value);
+            *value = "{date}".into();
+        }
+    }
+    answer
+}
+
+/// Sends `method target` with `fields` and `body` over HTTP/1.1, on a
+/// connection of its own.
+fn over_http11(server: &Server, tls: Option<&Arc<rustls::ClientConfig>>, request: &Sent) -> Answer {
+    let (method, target, fields, body) = request;
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\n");
+    for (name, value) in fields {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body);
+    let head_only = *method == "HEAD";
+    let response = match tls {
+        None => {
+            let mut client = Client::connect(server.local_addr());
+            client.send(&bytes);
+            client.response(head_only)
+        }
+        Some(config) => {
+            let mut client = common::tls::connect(server.local_addr(), config);
+            client.send(&bytes);
+            client.response(head_only)
+        }
+    };
+    dated(answer_of_http11(&response, head_only))
+}
+
+fn over_http2(client: &mut H2Client, scheme: &str, request: &Sent) -> Answer {
+    let (method, target, fields, body) = request;
+    let mut builder = http::Request::builder()
+        .method(*method)
+        .uri(format!("{scheme}://localhost{target}"));
+    for (name, value) in fields {
+        builder = builder.header(*name, value);
+    }
+    dated(client.request(builder.body(()).unwrap(), body))
+}
+
+/// Every route, both ways, on one server: the answers are the same.
+fn every_route_answers_as_over_http11(dispatch: Dispatch, tls: bool) {
+    let name = format!("routes-{}-{tls}", dispatch.name());
+    let certificates = Certificates::new(&name);
+    let www = certificates.dir.join("www");
+    site(&www);
+    let upstream = spawn(|stream| {
+        let body = r#"{"status":"ok"}"#;
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        true
+    });
+    let config = Config {
+        tls: tls.then(|| certificates.files.clone()),
+        max_body: 2048,
+        headers: vec![("X-Frame-Options".into(), "DENY".into())],
+        ..with_upstream(dispatch, upstream.addr)
+    };
+    let server = start_with(&config, routes(&www, Arc::default()));
+    let client_tls = client_config(&certificates.ca, &[&rustls::version::TLS13]);
+    let mut h2_tls = (*client_tls).clone();
+    h2_tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let h2_tls = Arc::new(h2_tls);
+    let (mut h2, scheme) = match tls {
+        true => (H2Client::tls(server.local_addr(), &h2_tls), "https"),
+        false => (H2Client::plain(server.local_addr()), "http"),
+    };
+    for request in requests() {
+        let expected = over_http11(&server, tls.then_some(&client_tls), &request);
+        let got = over_http2(&mut h2, scheme, &request);
+        assert_eq!(got, expected, "{} {}", request.0, request.1);
+    }
+}
+
+fn every_route_answers_as_over_http11_h2c(dispatch: Dispatch) {
+    every_route_answers_as_over_http11(dispatch, false);
+}
+
+fn every_route_answers_as_over_http11_tls(dispatch: Dispatch) {
+    every_route_answers_as_over_http11(dispatch, true);
+}
+
+/// A stream whose actor holds its request holds no other stream: the
+/// others are answered meanwhile, and it is answered once let go.
+fn a_slow_actor_holds_no_other_stream(dispatch: Dispatch) {
+    let dir = std::env::temp_dir().join(format!(
+        "h2-slow-{}-{}",
+        std::process::id(),
+        dispatch.name()
+    ));
+    site(&dir);
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let server = start_with(&config(dispatch), routes(&dir, Arc::clone(&held)));
+    let mut client = H2Client::plain(server.local_addr());
+    let get = |path: &str| {
+        http::Request::builder()
+            .uri(format!("http://localhost{path}"))
+            .body(())
+            .unwrap()
+    };
+    let slow: Vec<_> = (0..3)
+        .map(|n| client.send_only(get(&format!("/slow/{n}")), b""))
+        .collect();
+    // Answered while the three wait.
+    for _ in 0..5 {
+        let answer = client.request(get("/"), b"");
+        assert_eq!((answer.status, &answer.body[..]), (200, &b"hello\n"[..]));
+    }
+    let big = client.request(get("/big.bin"), b"");
+    assert_eq!(big.body.len(), 1 << 20);
+    // Each actor call is in by now (each stream's request was whole before
+    // the next was sent); let them go.
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    while held.lock().unwrap().len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gate has its requests"
+        );
+        std::thread::yield_now();
+    }
+    server.send("gate", Envelope::of("release")).unwrap();
+    for (n, pending) in slow.into_iter().enumerate() {
+        let answer = client.answer(pending);
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.body, format!("released /slow/{n}").into_bytes());
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// With `--http2 off`, the preface is what it was before HTTP/2: a
+/// request line of version 2.0, answered 505; and ALPN offers only
+/// `http/1.1`.
+fn off_means_http11_only(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("h2off-{}", dispatch.name()));
+    let plain = start_with(
+        &Config {
+            http2: false,
+            ..config(dispatch)
+        },
+        Routes::standard(),
+    );
+    let mut client = Client::connect(plain.local_addr());
+    client.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    let response = common::text(&client.rest_until_close());
+    assert!(
+        response.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"),
+        "{response}"
+    );
+    let tls = start_with(
+        &Config {
+            http2: false,
+            tls: Some(certificates.files.clone()),
+            ..config(dispatch)
+        },
+        Routes::standard(),
+    );
+    let mut offer = (*certificates.client_config()).clone();
+    offer.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let client = common::tls::connect(tls.local_addr(), &Arc::new(offer));
+    assert_eq!(client.stream.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let _ = Duration::ZERO;
+}
+
+in_both_modes!(
+    every_route_answers_as_over_http11_h2c,
+    every_route_answers_as_over_http11_tls,
+    a_slow_actor_holds_no_other_stream,
+    off_means_http11_only,
+);
