@@ -147,14 +147,22 @@ pub(crate) struct Session {
     going_away: bool,
     /// The code of the `GOAWAY` this side sent, if it did.
     goaway_sent: Option<Reason>,
+    /// Counts the client's control frames.
+    watch: FrameWatch,
+    /// A `GOAWAY` asked for before the handshake was done.
+    abort_pending: Option<Reason>,
 }
 
 impl Session {
     /// A session for a client whose first bytes (the preface, and what
-    /// followed) are `first`.
-    pub(crate) fn new(limits: Limits, peer: Option<SocketAddr>, first: &[u8]) -> Session {
+    /// followed) are `first`, read at `now_ms`.
+    pub(crate) fn new(
+        limits: Limits,
+        peer: Option<SocketAddr>,
+        first: &[u8],
+        now_ms: u64,
+    ) -> Session {
         let pipe = Pipe::default();
-        pipe.buffers().input.extend_from_slice(first);
         let mut builder = h2::server::Builder::new();
         builder
             .max_concurrent_streams(limits.max_concurrent_streams)
@@ -164,7 +172,7 @@ impl Session {
             .max_pending_accept_reset_streams(limits.max_pending_resets)
             .max_send_buffer_size(64 * 1024);
         let flag = Arc::new(Flag::default());
-        Session {
+        let mut session = Session {
             conn: Conn::Handshaking(builder.handshake(pipe.clone())),
             waker: flag.waker(),
             flag,
@@ -181,12 +189,27 @@ impl Session {
             resets: 0,
             going_away: false,
             goaway_sent: None,
-        }
+            watch: FrameWatch::new(),
+            abort_pending: None,
+        };
+        session.feed(first, now_ms);
+        session
     }
 
-    /// Adds what was read from the client.
-    pub(crate) fn feed(&mut self, input: &[u8]) {
+    /// Adds what was read from the client at `now_ms`; a client flooding
+    /// the connection with control frames is sent `GOAWAY`
+    /// (`ENHANCE_YOUR_CALM`) and nothing more of it is read.
+    pub(crate) fn feed(&mut self, input: &[u8], now_ms: u64) {
+        if self.watch.flooded {
+            return;
+        }
+        let flood = self.watch.feed(input, now_ms);
+        // The read that crossed the limit still goes in (it may hold the
+        // preface, without which no GOAWAY can be sent); none after it.
         self.pipe.buffers().input.extend_from_slice(input);
+        if flood {
+            self.abort(Reason::ENHANCE_YOUR_CALM);
+        }
     }
 
     /// The client ended its side.
@@ -296,9 +319,13 @@ impl Session {
 
     /// Ends the connection now with `GOAWAY` and `reason`.
     pub(crate) fn abort(&mut self, reason: Reason) {
-        if let Conn::Open(conn) = &mut self.conn {
-            conn.abrupt_shutdown(reason);
-            self.goaway_sent = Some(reason);
+        match &mut self.conn {
+            Conn::Open(conn) => {
+                conn.abrupt_shutdown(reason);
+                self.goaway_sent = Some(reason);
+            }
+            Conn::Handshaking(_) => self.abort_pending = Some(reason),
+            Conn::Closed => {}
         }
         self.flag.wake_by_ref();
     }
@@ -329,7 +356,12 @@ impl Session {
     fn poll_connection(&mut self, task: &mut Context<'_>, serving: &Serving<'_>) -> Option<Drive> {
         if let Conn::Handshaking(handshake) = &mut self.conn {
             match Pin::new(handshake).poll(task) {
-                Poll::Ready(Ok(conn)) => self.conn = Conn::Open(conn),
+                Poll::Ready(Ok(conn)) => {
+                    self.conn = Conn::Open(conn);
+                    if let Some(reason) = self.abort_pending.take() {
+                        self.abort(reason);
+                    }
+                }
                 Poll::Ready(Err(e)) => {
                     self.conn = Conn::Closed;
                     return Some(Drive::Closed(goaway(&e)));
@@ -562,6 +594,105 @@ impl std::fmt::Debug for Session {
             .field("streams", &self.streams.len())
             .field("awaited", &self.awaited.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// Control frames (`PING`, `SETTINGS`, `WINDOW_UPDATE`, `PRIORITY`, empty
+/// `DATA` without `END_STREAM`) a client may send in a burst, and per second
+/// after it: a client past them is flooding (the `PING` and `SETTINGS`
+/// floods of CVE-2019-9512 and -9515 and their kin), which `h2` would
+/// answer frame by frame.
+const FLOOD_BURST: u32 = 1_000;
+const FLOOD_PER_SECOND: u32 = 200;
+
+/// Reads the frame headers of what the client sends, to count its control
+/// frames, before `h2` reads the frames themselves.
+#[derive(Debug)]
+struct FrameWatch {
+    /// Bytes of the preface still to pass.
+    preface: usize,
+    /// A frame header read so far.
+    header: [u8; 9],
+    have: usize,
+    /// Bytes of the current frame's payload still to pass.
+    payload: usize,
+    /// The bucket: tokens left, as of `at_ms`.
+    tokens: u32,
+    at_ms: u64,
+    /// Past the limit: nothing more is read.
+    flooded: bool,
+}
+
+impl FrameWatch {
+    /// A watch of bytes that begin with the preface.
+    fn new() -> FrameWatch {
+        FrameWatch {
+            preface: 24,
+            header: [0; 9],
+            have: 0,
+            payload: 0,
+            tokens: FLOOD_BURST,
+            at_ms: 0,
+            flooded: false,
+        }
+    }
+
+    /// Counts the frames `input` holds (or begins); true when the client
+    /// is now past the limit.
+    fn feed(&mut self, input: &[u8], now_ms: u64) -> bool {
+        if self.flooded {
+            return false;
+        }
+        let refill = (now_ms.saturating_sub(self.at_ms) / 1000) as u32 * FLOOD_PER_SECOND;
+        if refill > 0 {
+            self.tokens = self.tokens.saturating_add(refill).min(FLOOD_BURST);
+            self.at_ms = now_ms;
+        }
+        let mut rest = input;
+        while !rest.is_empty() {
+            if self.preface > 0 {
+                let skip = self.preface.min(rest.len());
+                self.preface -= skip;
+                rest = &rest[skip..];
+                continue;
+            }
+            if self.payload > 0 {
+                let skip = self.payload.min(rest.len());
+                self.payload -= skip;
+                rest = &rest[skip..];
+                continue;
+            }
+            let take = (9 - self.have).min(rest.len());
+            self.header[self.have..self.have + take].copy_from_slice(&rest[..take]);
+            self.have += take;
+            rest = &rest[take..];
+            if self.have < 9 {
+                break;
+            }
+            self.have = 0;
+            let header = self.header;
+            let len =
+                usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+            self.payload = len;
+            let (kind, flags) = (header[3], header[4]);
+            let control = match kind {
+                // DATA: empty, and not ending its stream.
+                0x0 => len == 0 && flags & 0x1 == 0,
+                // PRIORITY, SETTINGS and PING that are not ACKs,
+                // WINDOW_UPDATE.
+                0x2 | 0x8 => true,
+                0x4 | 0x6 => flags & 0x1 == 0,
+                _ => false,
+            };
+            if control {
+                if self.tokens == 0 {
+                    self.flooded = true;
+                    return true;
+                }
+                self.tokens -= 1;
+            }
+        }
+        false
     }
 }
 

@@ -71,10 +71,10 @@ impl Connection {
         sender: &dyn AnySender,
     ) -> io::Result<Flow> {
         let limits = Limits::new(self.shared.routes().max_body);
-        let session = Session::new(limits, self.transport.peer_addr(), first);
+        let now = self.shared.now_ms();
+        let session = Session::new(limits, self.transport.peer_addr(), first, now);
         self.mailbox.await_many();
         self.count(|m| &m.http2_connections, 1);
-        let now = self.shared.now_ms();
         self.http2 = Some(Box::new(Http2 {
             session,
             calls: HashMap::new(),
@@ -236,7 +236,7 @@ impl Connection {
             match received {
                 Ok(Received::Data { len, drained }) => {
                     input_used_up = drained && !self.mode.reads_until_blocked() && !self.hung_up;
-                    h2.session.feed(&scratch.input[..len]);
+                    h2.session.feed(&scratch.input[..len], self.shared.now_ms());
                     h2.heard_ms = self.shared.now_ms();
                     h2.pinged = false;
                 }

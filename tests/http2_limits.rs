@@ -1,0 +1,436 @@
+//! HTTP/2's limits and the attacks it is known for, each sent as raw
+//! frames over a real socket, in both dispatch modes: too many streams,
+//! rapid reset (CVE-2023-44487), a CONTINUATION flood (CVE-2024-27316), an
+//! HPACK bomb, PING and SETTINGS floods, a client that never opens its
+//! window (the write timeout), one that sends nothing after the preface
+//! (the header timeout), and an idle connection (a PING, then a GOAWAY).
+//! Each ends as HTTP/2 says: a GOAWAY with its error code, or the stream
+//! refused; and the server serves the next client.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::{config, start_with, IO_TIMEOUT};
+use uppercut_mio_server::{Config, Dispatch, Routes, Server, Timeouts};
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const RST_STREAM: u8 = 0x3;
+const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
+const GOAWAY: u8 = 0x7;
+const CONTINUATION: u8 = 0x9;
+
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+
+/// Error codes (RFC 9113 §7).
+const NO_ERROR: u32 = 0x0;
+const REFUSED_STREAM: u32 = 0x7;
+const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut frame = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    frame.extend_from_slice(&stream.to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// An HPACK integer with an `prefix`-bit prefix (RFC 7541 §5.1), the
+/// prefix's other bits `first`.
+fn hpack_int(out: &mut Vec<u8>, first: u8, prefix: u32, value: usize) {
+    let max = (1usize << prefix) - 1;
+    if value < max {
+        out.push(first | value as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    let mut rest = value - max;
+    while rest >= 128 {
+        out.push((rest % 128) as u8 | 0x80);
+        rest /= 128;
+    }
+    out.push(rest as u8);
+}
+
+/// A header block for `GET path`: `:method GET`, `:scheme http`,
+/// `:authority localhost` from the static table or as literals (no
+/// Huffman coding).
+fn get_block(path: &str) -> Vec<u8> {
+    let mut block = vec![0x82, 0x86];
+    // :path, literal without indexing, name indexed (4).
+    hpack_int(&mut block, 0x00, 4, 4);
+    hpack_int(&mut block, 0x00, 7, path.len());
+    block.extend_from_slice(path.as_bytes());
+    // :authority, literal without indexing, name indexed (1).
+    hpack_int(&mut block, 0x00, 4, 1);
+    hpack_int(&mut block, 0x00, 7, 9);
+    block.extend_from_slice(b"localhost");
+    block
+}
+
+/// A client speaking frames by hand.
+struct Raw {
+    stream: TcpStream,
+    pending: Vec<u8>,
+}
+
+impl Raw {
+    /// Connected, with the preface and an empty SETTINGS sent, and
+    /// `settings` (id, value) in it when given.
+    fn connect(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let mut raw = Raw {
+            stream,
+            pending: Vec::new(),
+        };
+        let mut payload = Vec::new();
+        for (id, value) in settings {
+            payload.extend_from_slice(&id.to_be_bytes());
+            payload.extend_from_slice(&value.to_be_bytes());
+        }
+        let mut hello = PREFACE.to_vec();
+        hello.extend(frame(SETTINGS, 0, 0, &payload));
+        raw.send(&hello);
+        raw
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// The next frame (kind, flags, stream, payload); `None` at the end of
+    /// the connection.
+    fn next(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
+        loop {
+            if self.pending.len() >= 9 {
+                let len = usize::from(self.pending[0]) << 16
+                    | usize::from(self.pending[1]) << 8
+                    | usize::from(self.pending[2]);
+                if self.pending.len() >= 9 + len {
+                    let frame: Vec<u8> = self.pending.drain(..9 + len).collect();
+                    let stream = u32::from_be_bytes(frame[5..9].try_into().unwrap()) & 0x7fff_ffff;
+                    return Some((frame[3], frame[4], stream, frame[9..].to_vec()));
+                }
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(len) => self.pending.extend_from_slice(&chunk[..len]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    /// Reads until the server's GOAWAY: its error code (and the end of the
+    /// connection follows).
+    fn goaway(&mut self) -> u32 {
+        while let Some((kind, _, _, payload)) = self.next() {
+            if kind == GOAWAY {
+                return u32::from_be_bytes(payload[4..8].try_into().unwrap());
+            }
+        }
+        panic!("the connection ended without a GOAWAY");
+    }
+}
+
+/// The server still serves a new client: a GET over HTTP/2 is answered.
+fn still_serves(server: &Server) {
+    let mut client = common::h2client::H2Client::plain(server.local_addr());
+    let request = http::Request::builder()
+        .uri("http://localhost/")
+        .body(())
+        .unwrap();
+    let answer = client.request(request, b"");
+    assert_eq!((answer.status, &answer.body[..]), (200, &b"hello\n"[..]));
+}
+
+fn server(dispatch: Dispatch, timeouts: Timeouts) -> Server {
+    start_with(
+        &Config {
+            timeouts,
+            ..config(dispatch)
+        },
+        Routes::standard()
+            .actor(&[uppercut_mio_server::Method::Get], "/held", "hoarder")
+            .spawn("hoarder", Hoarder(Vec::new())),
+    )
+}
+
+/// Keeps every request and answers none.
+struct Hoarder(Vec<uppercut_mio_server::ActorRequest>);
+
+impl uppercut_mio_server::uppercut::api::AnyActor for Hoarder {
+    fn receive(
+        &mut self,
+        envelope: uppercut_mio_server::uppercut::api::Envelope,
+        _sender: &mut dyn uppercut_mio_server::uppercut::api::AnySender,
+    ) {
+        if let Ok(request) = envelope
+            .message
+            .downcast::<uppercut_mio_server::ActorRequest>()
+        {
+            self.0.push(*request);
+        }
+    }
+}
+
+fn the_server_announces_its_limits(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    let (kind, flags, _, payload) = raw.next().unwrap();
+    assert_eq!((kind, flags), (SETTINGS, 0), "the server's SETTINGS first");
+    let settings: Vec<(u16, u32)> = payload
+        .chunks(6)
+        .map(|s| {
+            (
+                u16::from_be_bytes([s[0], s[1]]),
+                u32::from_be_bytes([s[2], s[3], s[4], s[5]]),
+            )
+        })
+        .collect();
+    // MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE, MAX_HEADER_LIST_SIZE.
+    assert!(settings.contains(&(0x3, 128)), "{settings:?}");
+    assert!(settings.contains(&(0x4, 256 * 1024)), "{settings:?}");
+    assert!(settings.iter().any(|&(id, _)| id == 0x6), "{settings:?}");
+}
+
+fn a_stream_past_the_concurrent_limit_is_refused(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    // 129 streams whose actor never answers: the last one is one too many.
+    let mut frames = Vec::new();
+    for n in 0..129u32 {
+        frames.extend(frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            1 + 2 * n,
+            &get_block("/held"),
+        ));
+    }
+    raw.send(&frames);
+    let refused = loop {
+        let (kind, _, stream, payload) = raw.next().expect("an answer to stream 257");
+        if kind == RST_STREAM {
+            break (stream, u32::from_be_bytes(payload[..4].try_into().unwrap()));
+        }
+    };
+    assert_eq!(refused, (257, REFUSED_STREAM));
+    still_serves(&server);
+}
+
+fn rapid_reset_ends_in_enhance_your_calm(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    let mut frames = Vec::new();
+    for n in 0..1000u32 {
+        let stream = 1 + 2 * n;
+        frames.extend(frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            stream,
+            &get_block("/held"),
+        ));
+        frames.extend(frame(RST_STREAM, 0, stream, &8u32.to_be_bytes()));
+    }
+    raw.send(&frames);
+    assert_eq!(raw.goaway(), ENHANCE_YOUR_CALM);
+    still_serves(&server);
+}
+
+fn a_continuation_flood_ends_the_connection(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    let mut frames = frame(HEADERS, 0, 1, &get_block("/"));
+    // Small CONTINUATIONs that never end the headers, each a header field
+    // of its own.
+    for n in 0..10_000u32 {
+        let mut field = vec![0x00];
+        let name = format!("x-{n}");
+        hpack_int(&mut field, 0x00, 7, name.len());
+        field.extend_from_slice(name.as_bytes());
+        hpack_int(&mut field, 0x00, 7, 1);
+        field.push(b'v');
+        frames.extend(frame(CONTINUATION, 0, 1, &field));
+    }
+    let sent = std::thread::spawn({
+        let mut stream = raw.stream.try_clone().unwrap();
+        // The server may stop reading first: a failed write is fine.
+        move || {
+            let _ = stream.write_all(&frames);
+        }
+    });
+    let code = raw.goaway();
+    assert!(
+        code == ENHANCE_YOUR_CALM || code == 0x1 || code == 0x9,
+        "GOAWAY {code:#x}"
+    );
+    sent.join().unwrap();
+    still_serves(&server);
+}
+
+fn an_hpack_bomb_is_refused_at_the_header_list_limit(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    // One 4 KiB field into the dynamic table, then referred to a thousand
+    // times (a byte each): 4 MiB of header list from 5 KiB of frames.
+    let mut block = get_block("/");
+    hpack_int(&mut block, 0x40, 6, 0);
+    hpack_int(&mut block, 0x00, 7, 6);
+    block.extend_from_slice(b"x-bomb");
+    hpack_int(&mut block, 0x00, 7, 4000);
+    block.extend(std::iter::repeat_n(b'b', 4000));
+    for _ in 0..1000 {
+        // The newest dynamic entry: index 62.
+        hpack_int(&mut block, 0x80, 7, 62);
+    }
+    raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block));
+    // Refused as a request whose fields are too large, or the connection
+    // ended: either way, never decoded into 4 MiB.
+    loop {
+        match raw.next() {
+            Some((HEADERS, _, 1, payload)) => {
+                // :status 431 as a literal or indexed; h2 writes it so.
+                assert!(payload.windows(3).any(|w| w == b"431"), "{payload:?}");
+                break;
+            }
+            Some((RST_STREAM, _, 1, _)) | Some((GOAWAY, ..)) | None => break,
+            Some(_) => {}
+        }
+    }
+    still_serves(&server);
+}
+
+fn a_ping_flood_ends_in_enhance_your_calm(dispatch: Dispatch) {
+    flood(dispatch, frame(PING, 0, 0, &[7; 8]));
+}
+
+fn a_settings_flood_ends_in_enhance_your_calm(dispatch: Dispatch) {
+    flood(dispatch, frame(SETTINGS, 0, 0, &[]));
+}
+
+/// Sends `unit` 20,000 times from a thread, reading nothing but for the
+/// GOAWAY it must bring.
+fn flood(dispatch: Dispatch, unit: Vec<u8>) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    let frames = unit.repeat(20_000);
+    let sent = std::thread::spawn({
+        let mut stream = raw.stream.try_clone().unwrap();
+        move || {
+            let _ = stream.write_all(&frames);
+        }
+    });
+    assert_eq!(raw.goaway(), ENHANCE_YOUR_CALM);
+    sent.join().unwrap();
+    still_serves(&server);
+}
+
+fn a_client_that_never_opens_its_window_meets_the_write_timeout(dispatch: Dispatch) {
+    let timeouts = Timeouts {
+        write: Duration::from_millis(500),
+        ..Timeouts::default()
+    };
+    let server = server(dispatch, timeouts);
+    // INITIAL_WINDOW_SIZE 0: no DATA may be sent until the client says.
+    let mut raw = Raw::connect(server.local_addr(), &[(0x4, 0)]);
+    raw.send(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        1,
+        &get_block("/v1/user"),
+    ));
+    let began = Instant::now();
+    // The headers come; the body never can; the connection is closed.
+    let mut headers = false;
+    loop {
+        match raw.next() {
+            Some((HEADERS, _, 1, _)) => headers = true,
+            Some((DATA, _, 1, payload)) => assert!(payload.is_empty(), "data past a 0 window"),
+            Some((GOAWAY, ..)) | None => break,
+            Some(_) => {}
+        }
+    }
+    assert!(headers, "the response's headers came");
+    assert!(
+        began.elapsed() >= Duration::from_millis(500),
+        "not before the write timeout"
+    );
+    still_serves(&server);
+}
+
+fn a_client_silent_after_the_preface_meets_the_header_timeout(dispatch: Dispatch) {
+    let timeouts = Timeouts {
+        header: Duration::from_millis(500),
+        ..Timeouts::default()
+    };
+    let server = server(dispatch, timeouts);
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    let began = Instant::now();
+    assert_eq!(raw.goaway(), NO_ERROR);
+    assert!(
+        began.elapsed() >= Duration::from_millis(500),
+        "not before the header timeout"
+    );
+    still_serves(&server);
+}
+
+fn an_idle_connection_is_pinged_then_closed(dispatch: Dispatch) {
+    let timeouts = Timeouts {
+        keepalive: Duration::from_millis(500),
+        ..Timeouts::default()
+    };
+    let server = server(dispatch, timeouts);
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    raw.send(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        1,
+        &get_block("/"),
+    ));
+    // The answer, then (unanswered) a PING, then the GOAWAY.
+    let mut pinged = false;
+    loop {
+        match raw.next() {
+            Some((PING, flags, 0, _)) if flags & 0x1 == 0 => pinged = true,
+            Some((GOAWAY, _, 0, payload)) => {
+                assert_eq!(
+                    u32::from_be_bytes(payload[4..8].try_into().unwrap()),
+                    NO_ERROR
+                );
+                assert_eq!(
+                    u32::from_be_bytes(payload[..4].try_into().unwrap()),
+                    1,
+                    "last stream"
+                );
+                break;
+            }
+            None => panic!("closed without a GOAWAY"),
+            Some(_) => {}
+        }
+    }
+    assert!(pinged, "a PING before the GOAWAY");
+}
+
+in_both_modes!(
+    the_server_announces_its_limits,
+    a_stream_past_the_concurrent_limit_is_refused,
+    rapid_reset_ends_in_enhance_your_calm,
+    a_continuation_flood_ends_the_connection,
+    an_hpack_bomb_is_refused_at_the_header_list_limit,
+    a_ping_flood_ends_in_enhance_your_calm,
+    a_settings_flood_ends_in_enhance_your_calm,
+    a_client_that_never_opens_its_window_meets_the_write_timeout,
+    a_client_silent_after_the_preface_meets_the_header_timeout,
+    an_idle_connection_is_pinged_then_closed,
+);
