@@ -342,3 +342,89 @@ in_both_modes!(
     a_slow_actor_holds_no_other_stream,
     off_means_http11_only,
 );
+
+/// A drain sends GOAWAY naming the last stream taken; the streams in
+/// flight are answered, then the connection ends.
+fn a_drain_sends_goaway_and_finishes_the_streams_in_flight(dispatch: Dispatch) {
+    let dir = std::env::temp_dir().join(format!(
+        "h2-drain-{}-{}",
+        std::process::id(),
+        dispatch.name()
+    ));
+    site(&dir);
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let server = start_with(&config(dispatch), routes(&dir, Arc::clone(&held)));
+    let addr = server.local_addr();
+    let mut client = H2Client::plain(addr);
+    let get = |path: &str| {
+        http::Request::builder()
+            .uri(format!("http://localhost{path}"))
+            .body(())
+            .unwrap()
+    };
+    let pending = client.send_only(get("/slow/last"), b"");
+    client.drive_until(|| !held.lock().unwrap().is_empty());
+    // The drain begins with the stream in flight; the gate lets it go.
+    let releaser = std::thread::spawn({
+        let held = Arc::clone(&held);
+        move || {
+            // The gate's requests answered from this thread, as the drain
+            // runs.
+            for request in held.lock().unwrap().drain(..) {
+                request.respond(ActorResponse::text("released in the drain"));
+            }
+        }
+    });
+    let stopping = std::thread::spawn(move || server.shutdown(Duration::from_secs(10)));
+    releaser.join().unwrap();
+    let answer = client.answer(pending);
+    assert_eq!(
+        (answer.status, &answer.body[..]),
+        (200, &b"released in the drain"[..])
+    );
+    assert!(stopping.join().unwrap(), "the drain finished in time");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The access log says `HTTP/2.0`, with each stream's own status and
+/// bytes.
+fn the_access_log_says_http2(dispatch: Dispatch) {
+    let dir =
+        std::env::temp_dir().join(format!("h2-log-{}-{}", std::process::id(), dispatch.name()));
+    site(&dir);
+    let log = dir.join("access.log");
+    let server = start_with(
+        &Config {
+            access_log: Some(uppercut_mio_server::AccessLogTarget::File(log.clone())),
+            ..config(dispatch)
+        },
+        routes(&dir, Arc::default()),
+    );
+    let mut client = H2Client::plain(server.local_addr());
+    for path in ["/", "/a.txt", "/nowhere"] {
+        let request = http::Request::builder()
+            .uri(format!("http://localhost{path}"))
+            .header("user-agent", "h2-test")
+            .body(())
+            .unwrap();
+        client.request(request, b"");
+    }
+    drop(server);
+    let lines = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (line, (path, status, bytes)) in
+        lines
+            .iter()
+            .zip([("/", 200, 6), ("/a.txt", 200, 6), ("/nowhere", 404, 14)])
+    {
+        let expected = format!("\"GET {path} HTTP/2.0\" {status} {bytes} \"-\" \"h2-test\"");
+        assert!(line.ends_with(&expected), "{line} / {expected}");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+in_both_modes!(
+    a_drain_sends_goaway_and_finishes_the_streams_in_flight,
+    the_access_log_says_http2,
+);

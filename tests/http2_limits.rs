@@ -434,3 +434,41 @@ in_both_modes!(
     a_client_silent_after_the_preface_meets_the_header_timeout,
     an_idle_connection_is_pinged_then_closed,
 );
+
+fn a_drain_says_goaway_with_the_last_stream_taken(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    let mut frames = frame(HEADERS, END_STREAM | END_HEADERS, 1, &get_block("/held"));
+    frames.extend(frame(HEADERS, END_STREAM | END_HEADERS, 3, &get_block("/")));
+    raw.send(&frames);
+    // Stream 3 is answered; stream 1 waits for its actor.
+    loop {
+        if let Some((DATA, flags, 3, _)) = raw.next() {
+            if flags & END_STREAM != 0 {
+                break;
+            }
+        }
+    }
+    let stopping = std::thread::spawn(move || server.shutdown(Duration::from_millis(500)));
+    let goaway = loop {
+        match raw.next() {
+            Some((GOAWAY, _, 0, payload)) => {
+                let last = u32::from_be_bytes(payload[..4].try_into().unwrap());
+                let code = u32::from_be_bytes(payload[4..8].try_into().unwrap());
+                // The first GOAWAY names the largest id, and a PING; once
+                // answered, the second names the last stream taken.
+                if last == 3 {
+                    break code;
+                }
+            }
+            Some((PING, 0, 0, payload)) => raw.send(&frame(PING, 0x1, 0, &payload)),
+            Some(_) => {}
+            None => panic!("closed without naming the last stream"),
+        }
+    };
+    assert_eq!(goaway, NO_ERROR);
+    // Stream 1's actor never answers: the grace runs out.
+    assert!(!stopping.join().unwrap());
+}
+
+in_both_modes!(a_drain_says_goaway_with_the_last_stream_taken);

@@ -168,6 +168,19 @@ impl H2Client {
         }
     }
 
+    /// Polls the connection (sending what waits, reading what comes)
+    /// until `done` says so.
+    pub fn drive_until(&mut self, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while !done() {
+            let mut cx = Context::from_waker(&self.waker);
+            if let Poll::Ready(ended) = Pin::new(&mut self.conn).poll(&mut cx) {
+                panic!("the connection ended: {ended:?}");
+            }
+            assert!(Instant::now() < deadline, "not done in {IO_TIMEOUT:?}");
+        }
+    }
+
     /// Sends `request` with `body`, and takes its answer whole.
     pub fn request(&mut self, request: http::Request<()>, body: &[u8]) -> Answer {
         let pending = self.send_only(request, body);
