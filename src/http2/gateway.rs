@@ -135,17 +135,26 @@ pub(crate) fn read_response(written: Bytes, head_only: bool) -> Result<Converted
         let mut headers = HeaderMap::with_capacity(parsed.headers.len());
         let mut length = None;
         for field in parsed.headers.iter() {
-            let lower = field.name.to_ascii_lowercase();
-            if CONNECTION_SPECIFIC.contains(&lower.as_str()) {
+            let name = field.name;
+            if CONNECTION_SPECIFIC
+                .iter()
+                .any(|specific| name.eq_ignore_ascii_case(specific))
+            {
                 continue;
             }
-            if lower == "content-length" {
+            if name.eq_ignore_ascii_case("content-length") {
                 length = std::str::from_utf8(field.value)
                     .ok()
                     .and_then(|n| n.parse::<usize>().ok());
             }
-            let name = HeaderName::from_bytes(lower.as_bytes()).map_err(|_| NotAResponse)?;
-            let value = HeaderValue::from_bytes(field.value).map_err(|_| NotAResponse)?;
+            // Lower-cased by `http` as it reads it; a known name costs no
+            // allocation.
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| NotAResponse)?;
+            // The value shares the response's bytes rather than copying
+            // them.
+            let at = field.value.as_ptr() as usize - written.as_ptr() as usize;
+            let shared = written.slice(at..at + field.value.len());
+            let value = HeaderValue::from_maybe_shared(shared).map_err(|_| NotAResponse)?;
             headers.append(name, value);
         }
         let body_len = match (head_only, status.as_u16()) {
