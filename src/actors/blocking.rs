@@ -1,10 +1,18 @@
 //! Actors that may block, on threads of their own (`Routes::spawn_blocking`,
 //! and the pool behind `Routes::blocking_handler`): as actix's
-//! `SyncArbiter`, a fixed set of threads, each with its own instance, taking
-//! messages from one shared queue. An idle thread sleeps on a condition
-//! variable, so an idle pool costs no CPU (uppercut's own workers spin, which
-//! is why these are plain threads). No poller ever waits for one: a request's
-//! answer goes back through its poller's reply queue like any actor's.
+//! `SyncArbiter`, threads each with its own instance, taking messages from
+//! one shared queue. An idle thread sleeps on a condition variable, so an
+//! idle pool costs no CPU (uppercut's own workers spin, which is why these
+//! are plain threads). No poller ever waits for one: a request's answer
+//! goes back through its poller's reply queue like any actor's.
+//!
+//! A pool may be elastic, as tokio's blocking pool is: it starts with its
+//! least number of threads, adds one when a message comes and none is idle
+//! (up to its most), and a thread past the least that waits
+//! [`KEEP_ALIVE`] for a message ends. So a route that blocks for a while
+//! under many clients gets a thread per client, and an idle server keeps
+//! only the least. `spawn_blocking`'s pools are fixed (their instances are
+//! the user's to count); the blocking handlers' pool is elastic.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -34,6 +42,13 @@ pub(crate) struct BlockingPool {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// How often the instances' panics are logged.
     pub(crate) warnings: WarnLimiter,
+    /// The threads it keeps, and the most it grows to.
+    least: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    /// What a new thread runs, once started.
+    spawn: std::sync::OnceLock<(Factory, Arc<dyn RunBlocking>)>,
+    /// How long a thread past the least waits for a message before it ends.
+    keep_alive: Mutex<Duration>,
 }
 
 #[derive(Default)]
@@ -42,7 +57,15 @@ struct Queue {
     stopping: bool,
     /// Threads that have not ended yet.
     alive: usize,
+    /// Threads waiting for a message.
+    idle: usize,
+    /// The index the next thread gets.
+    next: usize,
 }
+
+/// How long a thread past a pool's least waits for a message before it
+/// ends, unless set.
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// How long stopping waits for the threads to finish the message each is
 /// on; a thread still inside an actor after that is left to end by itself.
@@ -57,36 +80,76 @@ impl BlockingPool {
             ready: Condvar::new(),
             threads: Mutex::default(),
             warnings: WarnLimiter::default(),
+            least: Default::default(),
+            most: Default::default(),
+            spawn: std::sync::OnceLock::new(),
+            keep_alive: Mutex::new(KEEP_ALIVE),
         })
     }
 
-    /// Starts `threads` threads, each running an instance `factory` makes
-    /// with the thread's index; on an error, those started are stopped.
-    pub(crate) fn start(
+    /// Threads past the least end after waiting `keep_alive` for a message.
+    pub(crate) fn keep_alive(&self, keep_alive: Duration) {
+        *self.keep_alive.lock().unwrap_or_else(|e| e.into_inner()) = keep_alive;
+    }
+
+    /// Starts `least` threads, each running an instance `factory` makes
+    /// with the thread's index, and lets the pool grow to `most` while
+    /// messages find no idle thread (`most == least`: a fixed pool); on an
+    /// error, those started are stopped.
+    pub(crate) fn start_elastic(
         self: &Arc<Self>,
-        threads: usize,
+        least: usize,
+        most: usize,
         factory: Factory,
         run: Arc<dyn RunBlocking>,
     ) -> std::io::Result<()> {
-        for index in 0..threads {
-            let (pool, factory, run) = (Arc::clone(self), Arc::clone(&factory), Arc::clone(&run));
-            self.lock().alive += 1;
-            let spawned = thread::Builder::new()
-                .name(thread_name(&self.address, index))
-                .spawn(move || {
-                    let _alive = Alive(&pool);
-                    pool.serve(factory(index), &*run)
-                });
-            match spawned {
-                Ok(handle) => self.threads().push(handle),
-                Err(e) => {
-                    self.lock().alive -= 1;
-                    self.stop();
-                    return Err(e);
-                }
+        use std::sync::atomic::Ordering;
+        self.least.store(least, Ordering::Relaxed);
+        self.most.store(most.max(least), Ordering::Relaxed);
+        let _ = self.spawn.set((factory, run));
+        for _ in 0..least {
+            if let Err(e) = self.add_thread() {
+                self.stop();
+                return Err(e);
             }
         }
         Ok(())
+    }
+
+    /// Starts one more thread.
+    fn add_thread(self: &Arc<Self>) -> std::io::Result<()> {
+        let Some((factory, run)) = self.spawn.get() else {
+            return Ok(());
+        };
+        let (pool, factory, run) = (Arc::clone(self), Arc::clone(factory), Arc::clone(run));
+        let index = {
+            let mut queue = self.lock();
+            queue.alive += 1;
+            queue.next += 1;
+            queue.next - 1
+        };
+        let spawned = thread::Builder::new()
+            .name(thread_name(&self.address, index))
+            .spawn(move || {
+                let alive = Alive {
+                    pool: &pool,
+                    counted_out: std::cell::Cell::new(false),
+                };
+                pool.serve(factory(index), &*run, &alive)
+            });
+        match spawned {
+            Ok(handle) => {
+                let mut threads = self.threads();
+                // Threads that ended (past the least, idle) are joined.
+                threads.retain(|thread| !thread.is_finished());
+                threads.push(handle);
+                Ok(())
+            }
+            Err(e) => {
+                self.lock().alive -= 1;
+                Err(e)
+            }
+        }
     }
 
     /// The address the actor was spawned at.
@@ -94,17 +157,28 @@ impl BlockingPool {
         &self.address
     }
 
-    /// Queues `envelope` for the first free thread; dropped (an actor
-    /// request then answers 502) once the pool stops.
-    pub(crate) fn submit(&self, envelope: Envelope) {
+    /// Queues `envelope` for the first free thread, starting one more if
+    /// none is idle and the pool may grow; dropped (an actor request then
+    /// answers 502) once the pool stops.
+    pub(crate) fn submit(self: &Arc<Self>, envelope: Envelope) {
         let mut queue = self.lock();
         if queue.stopping {
             drop(queue);
             return drop(envelope);
         }
         queue.envelopes.push_back(envelope);
+        let most = self.most.load(std::sync::atomic::Ordering::Relaxed);
+        let grow = queue.envelopes.len() > queue.idle && queue.alive < most;
         drop(queue);
         self.ready.notify_one();
+        if grow {
+            if let Err(e) = self.add_thread() {
+                warn!(
+                    "{}: no thread more ({e}); the queue waits for a busy one",
+                    self.address
+                );
+            }
+        }
     }
 
     /// Stops taking messages and drops those queued; each thread ends
@@ -153,8 +227,9 @@ impl BlockingPool {
         }
     }
 
-    /// One thread: takes messages until the pool stops.
-    fn serve(&self, mut actor: Actor, run: &dyn RunBlocking) {
+    /// One thread: takes messages until the pool stops, or (past the
+    /// pool's least) until it waited `KEEP_ALIVE` for one.
+    fn serve(&self, mut actor: Actor, run: &dyn RunBlocking, alive: &Alive<'_>) {
         loop {
             let envelope = {
                 let mut queue = self.lock();
@@ -166,7 +241,24 @@ impl BlockingPool {
                     if let Some(envelope) = queue.envelopes.pop_front() {
                         break envelope;
                     }
-                    queue = self.ready.wait(queue).unwrap_or_else(|e| e.into_inner());
+                    let least = self.least.load(std::sync::atomic::Ordering::Relaxed);
+                    let keep_alive = *self.keep_alive.lock().unwrap_or_else(|e| e.into_inner());
+                    queue.idle += 1;
+                    let (next, waited) = self
+                        .ready
+                        .wait_timeout(queue, keep_alive)
+                        .unwrap_or_else(|e| e.into_inner());
+                    queue = next;
+                    queue.idle -= 1;
+                    if waited.timed_out() && queue.envelopes.is_empty() && queue.alive > least {
+                        // Counted out under the lock, so that threads timing
+                        // out together never leave fewer than the least.
+                        queue.alive -= 1;
+                        alive.counted_out.set(true);
+                        drop(queue);
+                        self.ready.notify_all();
+                        return run.stop(self, &mut actor);
+                    }
                 }
             };
             run.run(self, &mut actor, envelope);
@@ -183,13 +275,18 @@ impl BlockingPool {
 }
 
 /// Counts a thread alive until it ends, however it ends (a factory that
-/// panics included).
-struct Alive<'a>(&'a BlockingPool);
+/// panics included), unless it counted itself out already.
+struct Alive<'a> {
+    pool: &'a BlockingPool,
+    counted_out: std::cell::Cell<bool>,
+}
 
 impl Drop for Alive<'_> {
     fn drop(&mut self) {
-        self.0.lock().alive -= 1;
-        self.0.ready.notify_all();
+        if !self.counted_out.get() {
+            self.pool.lock().alive -= 1;
+        }
+        self.pool.ready.notify_all();
     }
 }
 

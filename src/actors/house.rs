@@ -87,7 +87,7 @@ impl ActorHouse {
         check_routes(routes, node)?;
         let mut by_address = HashMap::new();
         let mut cells = Vec::new();
-        let mut to_start: Vec<(Arc<BlockingPool>, usize, Factory)> = Vec::new();
+        let mut to_start: Vec<(Arc<BlockingPool>, usize, usize, Factory)> = Vec::new();
         for (index, spec) in routes.spawns().iter().enumerate() {
             let address = spec.address.as_str();
             let dest = match &spec.kind {
@@ -114,7 +114,7 @@ impl ActorHouse {
                 }
                 SpawnKind::Blocking { threads, factory } => {
                     let pool = BlockingPool::new(address);
-                    to_start.push((Arc::clone(&pool), *threads, Arc::clone(factory)));
+                    to_start.push((Arc::clone(&pool), *threads, *threads, Arc::clone(factory)));
                     Dest::Blocking(pool)
                 }
             };
@@ -126,18 +126,17 @@ impl ActorHouse {
             .any(|route| matches!(route.target, CallTarget::BlockingHandler(_)));
         let handler_pool = has_blocking_handler.then(|| {
             let pool = BlockingPool::new(HANDLER_POOL);
+            pool.keep_alive(routes.blocking_keep_alive_time());
             let factory: Factory = Arc::new(|_| Box::new(HandlerRunner));
-            to_start.push((Arc::clone(&pool), routes.blocking_thread_count(), factory));
+            let (least, most) = routes.blocking_thread_count();
+            to_start.push((Arc::clone(&pool), least, most, factory));
             pool
         });
         let directory = Arc::new(Directory::new(by_address, ports));
         let mut house = ActorHouse {
             directory: Arc::clone(&directory),
             timer: None,
-            pools: to_start
-                .iter()
-                .map(|(pool, _, _)| Arc::clone(pool))
-                .collect(),
+            pools: to_start.iter().map(|(pool, ..)| Arc::clone(pool)).collect(),
             cells,
             paths: Vec::new(),
         };
@@ -150,9 +149,9 @@ impl ActorHouse {
             directory,
             timer: house.timer.clone(),
         });
-        for (pool, threads, factory) in to_start {
+        for (pool, least, most, factory) in to_start {
             // On an error, dropping the house stops what did start.
-            pool.start(threads, factory, Arc::clone(&runner))?;
+            pool.start_elastic(least, most, factory, Arc::clone(&runner))?;
         }
         house.paths = (0..pollers)
             .map(|poller| house.resolve(routes, poller, handler_pool.as_ref(), node))

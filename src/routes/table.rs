@@ -158,6 +158,8 @@ pub struct Routes {
     pub(crate) spawns: Vec<ActorSpec>,
     /// Threads for blocking handlers.
     blocking_threads: usize,
+    blocking_max_threads: usize,
+    blocking_keep_alive: Duration,
     /// Files served ahead of the routes above, reloadable.
     pub(crate) static_site: Option<Arc<StaticSite>>,
     #[cfg(feature = "fault-injection")]
@@ -193,6 +195,8 @@ impl Routes {
             reply_timeout: REPLY_TIMEOUT,
             spawns: Vec::new(),
             blocking_threads: BLOCKING_THREADS,
+            blocking_max_threads: 512,
+            blocking_keep_alive: Duration::from_secs(10),
             static_site: None,
             #[cfg(feature = "fault-injection")]
             panic_path: None,
@@ -258,11 +262,32 @@ impl Routes {
         self
     }
 
-    /// How many threads run the blocking handlers (8 unless set; at least
-    /// one). They start with the server, only if it has a blocking handler.
+    /// How many threads the blocking handlers keep (8 unless set; at
+    /// least one). They start with the server, only if it has a blocking
+    /// handler; more start while requests find none idle, up to
+    /// [`Routes::blocking_max_threads`], and those end after 10 s idle.
     pub fn blocking_threads(mut self, threads: usize) -> Routes {
         self.blocking_threads = threads.max(1);
         self
+    }
+
+    /// The most threads the blocking handlers grow to (512 unless set, as
+    /// tokio's blocking pool; at least as many as it keeps).
+    pub fn blocking_max_threads(mut self, threads: usize) -> Routes {
+        self.blocking_max_threads = threads.max(1);
+        self
+    }
+
+    /// How long a blocking handlers' thread past those kept waits for a
+    /// request before it ends (10 s unless set).
+    pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Routes {
+        self.blocking_keep_alive = keep_alive;
+        self
+    }
+
+    /// How long a blocking handlers' thread past those kept stays idle.
+    pub(crate) fn blocking_keep_alive_time(&self) -> Duration {
+        self.blocking_keep_alive
     }
 
     /// Sends requests for `methods` at `path` (exact, or a prefix ending
@@ -636,9 +661,12 @@ impl Routes {
         &self.actors
     }
 
-    /// How many threads run blocking handlers.
-    pub(crate) fn blocking_thread_count(&self) -> usize {
-        self.blocking_threads
+    /// How many threads run blocking handlers: kept, and at most.
+    pub(crate) fn blocking_thread_count(&self) -> (usize, usize) {
+        (
+            self.blocking_threads,
+            self.blocking_max_threads.max(self.blocking_threads),
+        )
     }
 }
 
