@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use crate::config::AccessLogTarget;
 use crate::config::{host_node_name, ClusterConfig, NatsUrl};
-use crate::config::{Config, Dispatch, TlsFiles, UpstreamConfig};
+use crate::config::{Config, Dispatch, Listener, TlsFiles, UpstreamConfig};
 use crate::http::response_fields::AddedFields;
 
 /// What `--help` prints.
 pub const USAGE: &str = "\
-usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch local|system]
+usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--pollers N [--pin]]
+                           [--dispatch local|system]
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
                            [--max-connections N] [--max-body SIZE] [--ws-max-message SIZE]
                            [--shutdown-timeout T]
@@ -34,7 +35,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT] [--pollers N [--pin]] [--dispatch 
                            [--actor-route PATH=ADDRESS]... [--http2 on|off] [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
-                            name is resolved now, to its first address
+                            name is resolved now, to its first address; repeat for
+                            more (each TLS with --tls-cert, unless --bind-tls is given)
+  --bind-tls ADDR:PORT      also listen here in TLS (needs --tls-cert and --tls-key);
+                            repeat for more; --bind listeners are then plain
   --pollers N               event loops, each with its own SO_REUSEPORT listener
                             (default: the number of available cores); connections
                             are dealt evenly over them
@@ -189,6 +193,7 @@ where
     let (mut upstream_conns, mut upstream_timeout, mut upstream_queue) = (None, None, None);
     let mut static_limit_flag = None;
     let (mut tls_cert, mut tls_key) = (None, None);
+    let (mut binds, mut tls_binds) = (Vec::new(), Vec::new());
     let mut nats: Option<Vec<NatsUrl>> = None;
     let mut node = None;
     let mut nats_ca = None;
@@ -213,7 +218,8 @@ where
         match flag.as_str() {
             "--help" | "-h" => return Ok(Command::Help),
             "--version" | "-V" => return Ok(Command::Version),
-            "--bind" => config.bind = socket_addr(&flag, &value()?)?,
+            "--bind" => binds.push(socket_addr(&flag, &value()?)?),
+            "--bind-tls" => tls_binds.push(socket_addr(&flag, &value()?)?),
             "--pollers" => config.pollers = positive(&flag, &value()?)?,
             "--max-connections" => config.max_connections = positive(&flag, &value()?)?,
             "--max-body" => config.max_body = parse_size(&flag, &value()?)?,
@@ -330,6 +336,25 @@ where
         (None, Some(_)) => return Err("--tls-key needs --tls-cert".into()),
         (None, None) => None,
     };
+    // Without --bind-tls, --tls-cert makes every --bind TLS (as with one);
+    // with it, --bind is plain (the default address, if none is given).
+    if let Some(&first) = binds.first() {
+        config.bind = first;
+    }
+    if !tls_binds.is_empty() {
+        if config.tls.is_none() {
+            return Err("--bind-tls needs --tls-cert and --tls-key".into());
+        }
+        if binds.is_empty() {
+            binds.push(config.bind);
+        }
+        let plain = binds.iter().map(|&addr| Listener { addr, tls: false });
+        let tls = tls_binds.iter().map(|&addr| Listener { addr, tls: true });
+        config.listeners = plain.chain(tls).collect();
+    } else if binds.len() > 1 {
+        let tls = config.tls.is_some();
+        config.listeners = binds.iter().map(|&addr| Listener { addr, tls }).collect();
+    }
     // The pool flags may come before --upstream, so they apply at the end.
     let pool_flags =
         upstream_conns.is_some() || upstream_timeout.is_some() || upstream_queue.is_some();
@@ -363,11 +388,11 @@ fn no_value(parser: &mut lexopt::Parser, flag: &str) -> Result<(), String> {
 /// beginning, `listening on http://ADDR (N pollers, dispatch MODE` (or
 /// `https://` with `--tls-cert`).
 pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>) -> String {
-    let scheme = if config.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
+    let first_tls = config
+        .effective_listeners()
+        .first()
+        .is_some_and(|listener| listener.tls);
+    let scheme = if first_tls { "https" } else { "http" };
     let mut line = format!(
         "listening on {scheme}://{addr} ({} pollers, dispatch {}",
         config.pollers,
@@ -399,6 +424,20 @@ pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>
     }
     line.push(')');
     line
+}
+
+/// The line the binary prints after the start line when it has more than
+/// one listener: `also listening on https://ADDR, http://ADDR`.
+pub fn more_listeners_line(listeners: &[Listener]) -> Option<String> {
+    let more: Vec<String> = listeners
+        .iter()
+        .skip(1)
+        .map(|listener| {
+            let scheme = if listener.tls { "https" } else { "http" };
+            format!("{scheme}://{}", listener.addr)
+        })
+        .collect();
+    (!more.is_empty()).then(|| format!("also listening on {}", more.join(", ")))
 }
 
 /// A path given to `flag`, which may not be empty.

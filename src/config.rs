@@ -122,12 +122,26 @@ pub enum AccessLogTarget {
     File(PathBuf),
 }
 
+/// One address the server listens on, and whether it speaks TLS there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listener {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// TLS there (needs [`Config::tls`]), else plain.
+    pub tls: bool,
+}
+
 /// Everything [`Server::start`](crate::Server::start) needs besides the
 /// routes; `Default` gives the binary's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// The address to listen on.
+    /// The address to listen on, when [`Config::listeners`] is empty: in
+    /// TLS when [`Config::tls`] is set.
     pub bind: SocketAddr,
+    /// Every address to listen on, each plain or TLS (`--bind`,
+    /// `--bind-tls`); all share the routes, actors, topics and metrics.
+    /// Empty: [`Config::bind`] alone.
+    pub listeners: Vec<Listener>,
     /// Event loops, each with a listener of its own (at least 1).
     pub pollers: usize,
     /// How readiness reaches connection actors.
@@ -185,6 +199,20 @@ pub struct Config {
     /// chose `h2`, and to plain-text clients that open with HTTP/2's
     /// preface (prior knowledge, `h2c`).
     pub http2: bool,
+}
+
+impl Config {
+    /// The listeners the server opens: [`Config::listeners`], or
+    /// [`Config::bind`] (in TLS with [`Config::tls`]).
+    pub fn effective_listeners(&self) -> Vec<Listener> {
+        match self.listeners.is_empty() {
+            true => vec![Listener {
+                addr: self.bind,
+                tls: self.tls.is_some(),
+            }],
+            false => self.listeners.clone(),
+        }
+    }
 }
 
 /// How the server joins its cluster: the NATS servers to connect to, the
@@ -304,6 +332,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             bind: SocketAddr::from(([0, 0, 0, 0], 9000)),
+            listeners: Vec::new(),
             pollers: thread::available_parallelism().map_or(1, usize::from),
             dispatch: Dispatch::Local,
             timeouts: Timeouts::default(),

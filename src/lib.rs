@@ -103,7 +103,7 @@ pub fn init_logging() {
 
 pub use config::AccessLogTarget;
 pub use config::{host_node_name, ClusterConfig, NatsUrl};
-pub use config::{Config, Dispatch, Timeouts, TlsFiles, UpstreamConfig};
+pub use config::{Config, Dispatch, Listener, Timeouts, TlsFiles, UpstreamConfig};
 pub use http::method::Method;
 pub use http::response::{CannedResponse, ResponseError};
 pub use mail::{last_send_error, SendError, Subscribe, Unsubscribe};

@@ -8,7 +8,9 @@ use std::fmt::Write;
 
 use log::warn;
 use uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::cli::{parse_args, start_line, version_line, Command, USAGE};
+use uppercut_mio_server::cli::{
+    more_listeners_line, parse_args, start_line, version_line, Command, USAGE,
+};
 use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse};
 use uppercut_mio_server::{Message, Method, Outgoing, Routes, Server, WebSocket, WsContext};
 
@@ -45,6 +47,9 @@ fn main() -> ExitCode {
     };
     let files = server.static_site().map(|site| site.summary().files);
     println!("{}", start_line(server.local_addr(), &config, files));
+    if let Some(line) = more_listeners_line(server.listeners()) {
+        println!("{line}");
+    }
     if let Some(addr) = server.metrics_addr() {
         println!("metrics at http://{addr}/metrics");
     }

@@ -469,3 +469,66 @@ fn the_start_line_names_the_static_directory_and_the_upstream() {
         "listening on http://127.0.0.1:9000 (1 pollers, dispatch system, static www: 1 file)"
     );
 }
+
+#[test]
+fn bind_repeats_and_bind_tls_adds_tls_listeners() {
+    use uppercut_mio_server::Listener;
+    let at = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+    let tls = ["--tls-cert", "c.pem", "--tls-key", "k.pem"];
+    // One --bind: the server's bind, as ever; TLS with a certificate.
+    let one = config(&["--bind", "127.0.0.1:1"]);
+    assert_eq!((one.bind, one.listeners.len()), (at("127.0.0.1:1"), 0));
+    // Several: each plain, or each TLS with a certificate.
+    let two = config(&["--bind", "127.0.0.1:1", "--bind", "127.0.0.1:2"]);
+    assert_eq!(
+        two.listeners,
+        [
+            Listener {
+                addr: at("127.0.0.1:1"),
+                tls: false
+            },
+            Listener {
+                addr: at("127.0.0.1:2"),
+                tls: false
+            }
+        ]
+    );
+    let mut args = vec!["--bind", "127.0.0.1:1", "--bind", "127.0.0.1:2"];
+    args.extend(tls);
+    assert!(config(&args).listeners.iter().all(|l| l.tls));
+    // --bind-tls: those TLS, the --bind ones (or the default) plain.
+    let mut args = vec!["--bind", "127.0.0.1:1", "--bind-tls", "127.0.0.1:3"];
+    args.extend(tls);
+    assert_eq!(
+        config(&args).listeners,
+        [
+            Listener {
+                addr: at("127.0.0.1:1"),
+                tls: false
+            },
+            Listener {
+                addr: at("127.0.0.1:3"),
+                tls: true
+            }
+        ]
+    );
+    let mut args = vec!["--bind-tls", "127.0.0.1:3"];
+    args.extend(tls);
+    assert_eq!(
+        config(&args).listeners,
+        [
+            Listener {
+                addr: at("0.0.0.0:9000"),
+                tls: false
+            },
+            Listener {
+                addr: at("127.0.0.1:3"),
+                tls: true
+            }
+        ]
+    );
+    assert_eq!(
+        parse_args(["--bind-tls", "127.0.0.1:3"]).err().as_deref(),
+        Some("--bind-tls needs --tls-cert and --tls-key")
+    );
+}

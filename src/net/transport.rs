@@ -79,6 +79,8 @@ pub(crate) struct WireCounts {
 pub(crate) struct Accepted {
     pub(crate) socket: TcpStream,
     pub(crate) peer: SocketAddr,
+    /// It came in on a TLS listener.
+    pub(crate) tls: bool,
 }
 
 /// A connection's socket, with a TLS session or without.

@@ -203,6 +203,7 @@ mod tests {
         Accepted {
             socket: mio::net::TcpStream::from_std(socket),
             peer,
+            tls: false,
         }
     }
 

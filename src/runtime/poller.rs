@@ -41,8 +41,22 @@ use crate::runtime::shared::Shared;
 use crate::runtime::wakeup::{Closed, Tick, HANGUP, MAIL, READY};
 use crate::upstream::pool::{self as upstream, UpstreamPool};
 
-pub(crate) const LISTENER: Token = Token(usize::MAX - 1);
 pub(crate) const WAKER: Token = Token(usize::MAX - 2);
+/// Listener `i` registers as `Token(FIRST_LISTENER - i)`.
+const FIRST_LISTENER: usize = usize::MAX - 100;
+/// The most listeners a server has.
+pub(crate) const MAX_LISTENERS: usize = 64;
+
+/// The token of listener `index`.
+fn listener_token(index: usize) -> Token {
+    Token(FIRST_LISTENER - index)
+}
+
+/// The listener `token` stands for, if it stands for one.
+fn listener_of(token: Token) -> Option<usize> {
+    let index = FIRST_LISTENER.checked_sub(token.0)?;
+    (index < MAX_LISTENERS).then_some(index)
+}
 
 /// Longest a poller running until idle keeps its worker. Each yield
 /// costs a spinning worker while the scheduler thread, which needs a core too,
@@ -59,8 +73,9 @@ mod accept;
 pub(crate) struct Poller {
     poll: Poll,
     events: Option<Events>,
-    /// None once the server drains.
-    listener: Option<TcpListener>,
+    /// Its listeners (each TLS or plain), with the others' of the same
+    /// addresses sharing them by SO_REUSEPORT; empty once the server drains.
+    listeners: Vec<(TcpListener, bool)>,
     shared: Arc<Shared>,
     connections: Box<dyn ConnectionSet>,
     /// What its connections sent it (`local` dispatch), and requests for its
@@ -86,19 +101,22 @@ pub(crate) struct Poller {
 }
 
 impl Poller {
+    /// A poller accepting on `listeners` (each TLS or not).
     pub(crate) fn new(
         poll: Poll,
-        mut listener: TcpListener,
+        mut listeners: Vec<(TcpListener, bool)>,
         shared: Arc<Shared>,
         connections: Box<dyn ConnectionSet>,
         upstream: Option<UpstreamPool>,
     ) -> io::Result<Poller> {
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        for (index, (listener, _)) in listeners.iter_mut().enumerate() {
+            poll.registry()
+                .register(listener, listener_token(index), Interest::READABLE)?;
+        }
         Ok(Poller {
             poll,
             events: Some(Events::with_capacity(EVENTS_CAPACITY)),
-            listener: Some(listener),
+            listeners,
             connections,
             inbox: Vec::new(),
             shared,
@@ -193,8 +211,12 @@ impl Poller {
         let found = !events.is_empty();
         for event in events.iter() {
             match event.token() {
-                LISTENER => self.accept(sender),
                 WAKER => {}
+                token if listener_of(token).is_some() => {
+                    if let Some(index) = listener_of(token) {
+                        self.accept(index, sender);
+                    }
+                }
                 NATS => {
                     if let Some(link) = &mut self.link {
                         let context = self.shared.actor_context(&*sender);
@@ -224,7 +246,9 @@ impl Poller {
             .is_some_and(|until| now_ms >= until)
         {
             self.accept_paused_until_ms = None;
-            self.accept(sender);
+            for index in 0..self.listeners.len() {
+                self.accept(index, sender);
+            }
         }
         if now_ms >= self.next_sweep_ms {
             self.next_sweep_ms = now_ms + sweep.as_millis() as u64;
@@ -320,13 +344,14 @@ impl Poller {
     /// Stops accepting and wakes every connection, which closes once it has
     /// no request in progress (the phase tells it).
     fn begin_drain(&mut self, sender: &mut dyn AnySender) {
-        let Some(mut listener) = self.listener.take() else {
+        if self.listeners.is_empty() {
             return;
-        };
-        if let Err(e) = self.poll.registry().deregister(&mut listener) {
-            debug!("deregister listener: {e}");
         }
-        drop(listener);
+        for (mut listener, _) in self.listeners.drain(..) {
+            if let Err(e) = self.poll.registry().deregister(&mut listener) {
+                debug!("deregister listener: {e}");
+            }
+        }
         self.close_handoffs();
         if let Some(link) = &mut self.link {
             link.begin_drain(self.poll.registry(), self.shared.now_ms());

@@ -19,7 +19,7 @@ use crate::actors::remote::Remote;
 use crate::cluster::link::Link;
 use crate::cluster::port::LinkPort;
 use crate::cluster::Cluster;
-use crate::config::{ClusterConfig, Config};
+use crate::config::{ClusterConfig, Config, Listener};
 use crate::http::method::Method;
 use crate::http::response_fields::AddedFields;
 use crate::mail::{self, SendError, TOPIC_PREFIX};
@@ -33,7 +33,7 @@ use crate::runtime::balance::Balance;
 use crate::runtime::hosting::hosting;
 use crate::runtime::lifecycle::{Phase, ServerState};
 use crate::runtime::listeners::{exclusive_listener, reuseport_listener};
-use crate::runtime::poller::{Poller, WAKER};
+use crate::runtime::poller::{Poller, MAX_LISTENERS, WAKER};
 use crate::runtime::shared::{PollerParts, Shared};
 use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::system::{run_system, RouteActors};
@@ -46,6 +46,8 @@ use crate::upstream::pool::UpstreamPool;
 /// SIGINT or SIGTERM.
 pub struct Server {
     local_addr: SocketAddr,
+    /// Every listener, its port resolved.
+    listeners: Vec<Listener>,
     /// With `--tls-cert`: what new connections' TLS sessions are made with.
     tls: Option<Arc<TlsAcceptor>>,
     /// The actors the server owns.
@@ -76,15 +78,39 @@ impl Server {
         // Every thread started below inherits the mask.
         let _blocked = Blocked::here();
         let pollers = config.pollers.max(1);
-        // The first listener is bound alone, so that port 0 resolves to one
-        // port that the others then share, and exclusively, so that a second
-        // server on the same address fails instead of splitting the traffic.
-        let first = exclusive_listener(config.bind)?;
-        let local_addr = first.local_addr()?;
-        let mut listeners = vec![first];
-        for _ in 1..pollers {
-            listeners.push(reuseport_listener(local_addr)?);
+        let addrs = config.effective_listeners();
+        if addrs.len() > MAX_LISTENERS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} listeners: at most {MAX_LISTENERS}", addrs.len()),
+            ));
         }
+        if addrs.iter().any(|listener| listener.tls) && config.tls.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a TLS listener needs a certificate and key (Config::tls, --tls-cert and --tls-key)",
+            ));
+        }
+        // Each address's first listener is bound alone, so that port 0
+        // resolves to one port that the other pollers then share, and
+        // exclusively, so that a second server on the same address fails
+        // instead of splitting the traffic.
+        let mut listeners: Vec<Vec<(mio::net::TcpListener, bool)>> =
+            (0..pollers).map(|_| Vec::new()).collect();
+        let mut bound = Vec::with_capacity(addrs.len());
+        for listener in &addrs {
+            let first = exclusive_listener(listener.addr)?;
+            let addr = first.local_addr()?;
+            bound.push(Listener {
+                addr,
+                tls: listener.tls,
+            });
+            listeners[0].push((first, listener.tls));
+            for poller in listeners.iter_mut().skip(1) {
+                poller.push((reuseport_listener(addr)?, listener.tls));
+            }
+        }
+        let local_addr = bound[0].addr;
 
         let site = config
             .static_dir
@@ -184,7 +210,7 @@ impl Server {
             .transpose()?;
         let mut actors = Vec::with_capacity(pollers);
         let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
-        for (index, ((poll, listener), parking)) in pollers_and_listeners.enumerate() {
+        for (index, ((poll, listeners), parking)) in pollers_and_listeners.enumerate() {
             let shared = Arc::new(Shared::new(PollerParts {
                 index,
                 routes: Arc::clone(&routes),
@@ -208,7 +234,7 @@ impl Server {
                 .as_ref()
                 .map(|cluster| Link::new(index, Arc::clone(cluster)));
             let poller =
-                Poller::new(poll, listener, shared, connections, upstream)?.with_link(link);
+                Poller::new(poll, listeners, shared, connections, upstream)?.with_link(link);
             actors.push(poller);
         }
 
@@ -228,6 +254,7 @@ impl Server {
         match started_rx.recv() {
             Ok(Ok(())) => Ok(Server {
                 local_addr,
+                listeners: bound,
                 house,
                 tls,
                 site,
@@ -249,9 +276,15 @@ impl Server {
     }
 
     /// The address the server listens on (the port resolved, when the
-    /// configuration asked for port 0).
+    /// configuration asked for port 0): its first listener's.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Every address the server listens on, in the configuration's
+    /// order, each plain or TLS, the ports resolved.
+    pub fn listeners(&self) -> &[Listener] {
+        &self.listeners
     }
 
     /// Blocks SIGINT, SIGTERM, SIGHUP and SIGUSR1 in the calling thread for good,

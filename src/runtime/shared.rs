@@ -123,7 +123,7 @@ impl Shared {
     /// else plain. `None` when no TLS session could be made (logged): the
     /// socket closes.
     pub(crate) fn transport(&self, socket: Accepted) -> Option<Transport> {
-        let Some(tls) = &self.tls else {
+        let (true, Some(tls)) = (socket.tls, &self.tls) else {
             return Some(Transport::plain(socket));
         };
         match tls.session() {

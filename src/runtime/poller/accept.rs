@@ -16,13 +16,15 @@ use crate::runtime::connections::Outbox;
 use crate::runtime::lifecycle::Phase;
 
 impl Poller {
-    pub(super) fn accept(&mut self, sender: &mut dyn AnySender) {
+    /// Accepts what listener `index` has waiting.
+    pub(super) fn accept(&mut self, index: usize, sender: &mut dyn AnySender) {
         while self.accept_paused_until_ms.is_none() {
-            let Some(listener) = &self.listener else {
+            let Some((listener, tls)) = self.listeners.get(index) else {
                 return;
             };
+            let tls = *tls;
             match listener.accept() {
-                Ok((socket, peer)) => self.place(Accepted { socket, peer }, sender),
+                Ok((socket, peer)) => self.place(Accepted { socket, peer, tls }, sender),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if is_out_of_resources(&e) => {
