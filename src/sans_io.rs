@@ -1,6 +1,7 @@
 //! The request stream without sockets, for the fuzz target and the property
 //! tests: exactly the bytes-in, bytes-out path a connection actor drives.
-//! Not needed to run a server. Also the WebSocket frame decoder.
+//! Not needed to run a server. Also the WebSocket frame decoder and an
+//! HTTP/2 connection's session.
 
 pub use crate::http::date::{format_imf_fixdate, DATE_LEN};
 pub use crate::request_stream::{RequestStream, OUTPUT_HIGH_WATER};
@@ -77,5 +78,121 @@ impl WsDecoder {
                 Event::Fail(code) => WsEvent::Fail(code),
             })
         });
+    }
+}
+
+/// An HTTP/2 connection's session without a socket: what an HTTP/2
+/// connection feeds each read to and drives (`http2::session`), with the
+/// server's limits, for the fuzz target. Streams are answered by the routes
+/// given to [`H2Session::drive`]; calls to actors are not sent, so a stream
+/// whose route is an actor's waits.
+#[derive(Debug)]
+pub struct H2Session(crate::http2::session::Session);
+
+impl H2Session {
+    /// A session whose client sent `first` (the preface, and what followed
+    /// it) at `now_ms`, refusing request bodies over `max_body` bytes.
+    pub fn new(max_body: u64, first: &[u8], now_ms: u64) -> H2Session {
+        use crate::http2::session::{Limits, Session};
+        H2Session(Session::new(Limits::new(max_body), None, first, now_ms))
+    }
+
+    /// Adds what was read from the client at `now_ms` (a client flooding
+    /// the connection with control frames is sent `GOAWAY`, and nothing
+    /// more of it is read).
+    pub fn feed(&mut self, input: &[u8], now_ms: u64) {
+        self.0.feed(input, now_ms);
+    }
+
+    /// The client ended its side.
+    pub fn end_input(&mut self) {
+        self.0.end_input();
+    }
+
+    /// Runs the session until nothing moves, answering streams from
+    /// `routes` on `date`; false once the connection is over (nothing more
+    /// is to be fed; the output is still to be taken).
+    pub fn drive(&mut self, routes: &Routes, date: &[u8; DATE_LEN]) -> bool {
+        use crate::http2::session::{Drive, Serving};
+        let serving = Serving {
+            routes,
+            date,
+            log: None,
+            metrics: None,
+        };
+        let drive = self.0.drive(&serving);
+        // Not sent: their streams wait, as for an actor that never answers.
+        drop(self.0.take_calls());
+        drive == Drive::Open
+    }
+
+    /// Appends what the session wrote for the client to `out`; true when
+    /// its output was full and it has more to write: drive it again.
+    pub fn take_output(&mut self, out: &mut BytesMut) -> bool {
+        self.0.take_output(out)
+    }
+
+    /// The server drains: a `GOAWAY`, the streams begun are answered.
+    pub fn go_away(&mut self) {
+        self.0.go_away();
+    }
+
+    /// Pings the client; false when a ping cannot be sent.
+    pub fn ping(&mut self) -> bool {
+        self.0.ping()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The frames in `bytes`: type, flags, stream, payload.
+    fn frames(mut bytes: &[u8]) -> Vec<(u8, u8, u32, Vec<u8>)> {
+        let mut all = Vec::new();
+        while bytes.len() >= 9 {
+            let len =
+                usize::from(bytes[0]) << 16 | usize::from(bytes[1]) << 8 | usize::from(bytes[2]);
+            let stream = u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]);
+            all.push((bytes[3], bytes[4], stream, bytes[9..9 + len].to_vec()));
+            bytes = &bytes[9 + len..];
+        }
+        assert!(bytes.is_empty(), "a partial frame");
+        all
+    }
+
+    #[test]
+    fn an_h2_session_answers_a_stream_without_a_socket() {
+        let routes = Routes::standard();
+        let date = format_imf_fixdate(1_700_000_000);
+        let mut session = H2Session::new(1 << 20, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0);
+        // SETTINGS, then HEADERS (END_STREAM | END_HEADERS) on stream 1:
+        // GET, http, /, :authority localhost (HPACK, static table).
+        let mut input = vec![0, 0, 0, 4, 0, 0, 0, 0, 0];
+        let block = b"\x82\x86\x84\x41\x09localhost";
+        input.extend_from_slice(&[0, 0, block.len() as u8, 1, 5, 0, 0, 0, 1]);
+        input.extend_from_slice(block);
+        session.feed(&input, 1);
+        assert!(session.drive(&routes, &date));
+        let mut out = BytesMut::new();
+        assert!(!session.take_output(&mut out));
+        let frames = frames(&out);
+        assert_eq!(
+            (frames[0].0, frames[0].1),
+            (4, 0),
+            "the server's SETTINGS first"
+        );
+        let on_stream: Vec<_> = frames.iter().filter(|f| f.2 == 1).collect();
+        assert_eq!(on_stream.len(), 2, "{frames:?}");
+        // HEADERS, END_HEADERS, beginning with :status 200 (static index 8).
+        assert_eq!(
+            (on_stream[0].0, on_stream[0].1, on_stream[0].3[0]),
+            (1, 4, 0x88)
+        );
+        // DATA, END_STREAM: the body of /.
+        assert_eq!((on_stream[1].0, on_stream[1].1), (0, 1));
+        assert_eq!(on_stream[1].3, b"hello\n");
+        session.end_input();
+        assert!(!session.drive(&routes, &date));
     }
 }
