@@ -32,7 +32,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                            [--access-log PATH|-] [--metrics ADDR:PORT]
                            [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
-                           [--actor-route PATH=ADDRESS]... [--http2 on|off] [--version] [--help]
+                           [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
                             name is resolved now, to its first address; repeat for
@@ -101,8 +101,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
   --actor-route PATH=ADDRESS  answer PATH (every method) from the actor at ADDRESS:
                             one of this server's, or NAME@NODE on another server,
                             or NAME@* on whichever serves NAME; repeat for more
-  --http2 on|off            speak HTTP/2 to TLS clients that choose h2 (ALPN) and to
-                            plain clients that open with its preface (default on)
+  --http2 on|off|only       speak HTTP/2 to TLS clients that choose h2 (ALPN) and to
+                            plain clients that open with its preface (default on);
+                            only: plain listeners speak HTTP/2 alone (h2c, as gRPC
+                            backends do), closing any other opening
   --version                 print the version
   --help                    print this help
 
@@ -277,10 +279,11 @@ where
             }
             "--node" => node = Some(value()?),
             "--http2" => {
-                config.http2 = match value()?.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    other => return Err(format!("--http2: not on or off: {other}")),
+                (config.http2, config.http2_only) = match value()?.as_str() {
+                    "on" => (true, false),
+                    "off" => (false, false),
+                    "only" => (true, true),
+                    other => return Err(format!("--http2: not on, off or only: {other}")),
                 };
             }
             "--nats-ca" => nats_ca = Some(path(&flag, os_value()?)?),

@@ -199,6 +199,11 @@ pub struct Config {
     /// chose `h2`, and to plain-text clients that open with HTTP/2's
     /// preface (prior knowledge, `h2c`).
     pub http2: bool,
+    /// Plain-text listeners speak only HTTP/2 (`--http2 only`): a
+    /// connection that does not open with HTTP/2's preface is closed (RFC
+    /// 9113 §3.4), as gRPC backends behind a balancer want. TLS listeners
+    /// still offer `http/1.1` too.
+    pub http2_only: bool,
 }
 
 impl Config {
@@ -352,6 +357,7 @@ impl Default for Config {
             cluster: None,
             actor_routes: Vec::new(),
             http2: true,
+            http2_only: false,
         }
     }
 }

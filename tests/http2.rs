@@ -428,3 +428,28 @@ in_both_modes!(
     a_drain_sends_goaway_and_finishes_the_streams_in_flight,
     the_access_log_says_http2,
 );
+
+/// With `--http2 only`, a plain listener speaks HTTP/2 alone: h2c is
+/// served, and a connection that opens with anything else is closed with
+/// nothing sent (RFC 9113 §3.4).
+fn only_means_h2c_alone_on_plain_listeners(dispatch: Dispatch) {
+    let server = start_with(
+        &Config {
+            http2_only: true,
+            ..config(dispatch)
+        },
+        Routes::standard(),
+    );
+    let mut h1 = Client::connect(server.local_addr());
+    h1.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    h1.assert_closed();
+    let mut h2 = H2Client::plain(server.local_addr());
+    let request = http::Request::builder()
+        .uri("http://localhost/")
+        .body(())
+        .unwrap();
+    let answer = h2.request(request, b"");
+    assert_eq!((answer.status, &answer.body[..]), (200, &b"hello\n"[..]));
+}
+
+in_both_modes!(only_means_h2c_alone_on_plain_listeners);

@@ -159,6 +159,11 @@ impl Transport {
         Some(self.peer)
     }
 
+    /// The connection is TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// TLS, and the handshake chose HTTP/2 (ALPN `h2`).
     pub(crate) fn chose_http2(&self) -> bool {
         self.tls

@@ -226,6 +226,7 @@ impl Server {
                 tls: tls.clone(),
                 cluster: cluster.clone(),
                 http2: config.http2,
+                http2_only: config.http2 && config.http2_only,
             }));
             let upstream = config.upstream.clone().map(UpstreamPool::new);
             let upstream = upstream.map(|pool| pool.count_to(counters.get(index).cloned()));

@@ -51,6 +51,8 @@ pub(crate) struct PollerParts {
     pub(crate) cluster: Option<Arc<Cluster>>,
     /// HTTP/2 is on (`--http2`).
     pub(crate) http2: bool,
+    /// Plain connections speak only HTTP/2 (`--http2 only`).
+    pub(crate) http2_only: bool,
 }
 
 /// What a poller shares with each of its connections.
@@ -87,6 +89,7 @@ pub(crate) struct Shared {
     tls: Option<Arc<TlsAcceptor>>,
     cluster: Option<Arc<Cluster>>,
     http2: bool,
+    http2_only: bool,
 }
 
 impl Shared {
@@ -116,6 +119,7 @@ impl Shared {
             tls: parts.tls,
             cluster: parts.cluster,
             http2: parts.http2,
+            http2_only: parts.http2_only,
         }
     }
 
@@ -300,6 +304,11 @@ impl Shared {
     /// HTTP/2 is on.
     pub(crate) fn http2(&self) -> bool {
         self.http2
+    }
+
+    /// Plain connections speak only HTTP/2.
+    pub(crate) fn http2_only(&self) -> bool {
+        self.http2_only
     }
 
     /// The cluster, with `--nats`.

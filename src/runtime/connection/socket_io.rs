@@ -76,11 +76,15 @@ impl Connection {
                             drained && !self.mode.reads_until_blocked() && !self.hung_up;
                         // HTTP/2 is chosen by the first bytes: ALPN's
                         // choice, or the preface.
-                        if let Some(first) = self.http2_begins(&scratch.input[..len]) {
-                            return match first {
-                                Some(first) => self.begin_http2(&first, scratch, sender),
-                                None => self.wait_for_input(),
-                            };
+                        match self.http2_begins(&scratch.input[..len]) {
+                            Opening::Http2(first) => {
+                                return self.begin_http2(&first, scratch, sender)
+                            }
+                            Opening::Unknown => return self.wait_for_input(),
+                            // An HTTP/2-only server: not the preface, no
+                            // HTTP/2 (RFC 9113 §3.4), and nothing else.
+                            Opening::Refused => return Ok(Flow::Close),
+                            Opening::Http1 => {}
                         }
                         self.stream.feed(
                             &scratch.input[..len],
@@ -99,26 +103,29 @@ impl Connection {
         }
     }
 
-    /// Whether `read` (the bytes just read) begins HTTP/2: `Some(Some(first))`
-    /// yes, with everything read so far; `Some(None)` not yet known (the
-    /// bytes are kept); `None` no, this is HTTP/1.1 (and the bytes kept
-    /// while it was not known are served first).
-    fn http2_begins(&mut self, read: &[u8]) -> Option<Option<Vec<u8>>> {
-        let mut sniffed = self.sniffing.take()?;
+    /// What `read` (the bytes just read) opens: HTTP/2 (with everything
+    /// read so far), not yet known (the bytes are kept), HTTP/1.1 (and the
+    /// bytes kept while it was not known are served first), or nothing
+    /// this server speaks.
+    fn http2_begins(&mut self, read: &[u8]) -> Opening {
+        let Some(mut sniffed) = self.sniffing.take() else {
+            return Opening::Http1;
+        };
         if self.transport.chose_http2() {
             sniffed.extend_from_slice(read);
-            return Some(Some(sniffed.to_vec()));
+            return Opening::Http2(sniffed.to_vec());
         }
         if self.stream.responses() > 0 || self.stream.is_mid_request() {
-            return None;
+            return Opening::Http1;
         }
         sniffed.extend_from_slice(read);
         match http2::opens_with_preface(&sniffed) {
-            Some(true) => Some(Some(sniffed.to_vec())),
+            Some(true) => Opening::Http2(sniffed.to_vec()),
             None => {
                 self.sniffing = Some(sniffed);
-                Some(None)
+                Opening::Unknown
             }
+            Some(false) if self.shared.http2_only() && !self.transport.is_tls() => Opening::Refused,
             Some(false) => {
                 // Served as HTTP/1.1: what was kept, then this read.
                 let kept = sniffed.len() - read.len();
@@ -130,7 +137,7 @@ impl Connection {
                     // Nothing is answered from a part of a head.
                     debug_assert!(output.is_empty());
                 }
-                None
+                Opening::Http1
             }
         }
     }
@@ -283,6 +290,18 @@ impl Connection {
             }
         }
     }
+}
+
+/// What a connection's first bytes open.
+pub(super) enum Opening {
+    /// HTTP/2, with the bytes read so far.
+    Http2(Vec<u8>),
+    /// Too few bytes to tell.
+    Unknown,
+    /// HTTP/1.1.
+    Http1,
+    /// Neither, on a server that speaks only HTTP/2 in plain text.
+    Refused,
 }
 
 /// The longest one wake may spend dropping a lingering client's input.
