@@ -34,7 +34,8 @@ def port_accepts(host, port):
 
 
 def start_server(server, log_dir, round_no):
-    if port_accepts(server.host, server.port):
+    # A process with no listener of its own (a NATS responder) has port None.
+    if server.port is not None and port_accepts(server.host, server.port):
         raise BenchError(f"{server.name}: something already listens on {server.host}:{server.port}; "
                          "stop it first, or the numbers would be of that process")
     log_path = os.path.join(log_dir, f"{server.name}.round{round_no}.log")
@@ -122,6 +123,26 @@ def cpu_seconds(pid):
     fields = stat[stat.rindex(")") + 2:].split()
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 in proc(5)
     return (utime + stime) / CLOCK_TICKS
+
+
+def group_cpu_seconds(pgid):
+    """User + system CPU time of every process in process group `pgid` (a
+    server started by start_server leads its own: nginx's master and its
+    workers, say). A process that exits between the listing and the read is
+    left out."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid:  # field 5 in proc(5)
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
 
 
 def rss_bytes(pid):

@@ -11,9 +11,11 @@ import importlib.machinery
 import importlib.util
 import io
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import xml.etree.ElementTree as ET
 from contextlib import redirect_stdout
@@ -109,6 +111,7 @@ class WrkParsing(unittest.TestCase):
         self.assertAlmostEqual(r["max"], 7.18e-3)
         self.assertIsNone(r["p999"])  # wrk prints no p99.9
         self.assertEqual((r["socket_errors"], r["non_2xx"]), (0, 0))
+        self.assertEqual(r["requests"], 135540)  # for CPU per request
 
     def test_errors(self):
         out = sample("wrk-c10.txt").replace(
@@ -331,6 +334,49 @@ class WebSocketTable(unittest.TestCase):
         rows = ws.cells_for(idle, results, "ours-local")
         self.assertEqual(rows[0], ("ours-local", ["1.5 KiB", "1.0 KiB", "", ""], "1.50x of HTTP"))
         self.assertEqual(rows[1], ("fastwebsockets", ["6.0 KiB", "-", "", ""], ""))
+
+
+class ClusterTable(unittest.TestCase):
+    """bench/run --cluster: medians, CPU per request, ratios to actix-nats and ours-io."""
+
+    def result(self, rps, cpu_us, backend_us=None, idle=None, non_2xx=0):
+        return {"rps": rps, "p50": 1e-3, "p99": 4e-3, "cpu_us": cpu_us, "backend_us": backend_us,
+                "idle_cpu": idle, "socket_errors": 0, "non_2xx": non_2xx}
+
+    def test_rows_compare_with_both_bases(self):
+        import cluster
+        results = {"ours-remote": [self.result(30000, 40, 20, 0.1), self.result(26000, 44, 22, 0.3),
+                                   self.result(28000, 42, 21, 0.2)],
+                   "ours-io": [self.result(35000, 30, 10)],
+                   "actix-nats": [self.result(20000, 60, 20, 0.5, non_2xx=3)]}
+        header, cells = cluster.table_cells(cluster.summary(results))
+        self.assertEqual(header[-2:], ["vs actix-nats", "vs ours-io"])
+        self.assertEqual(cells[0], ["ours-remote", "28000", "1.00ms", "4.00ms", "42.0 us", "21.0 us", "0.20%", "0",
+                                    "rps 1.40x, CPU/req 0.70x", "rps 0.80x, CPU/req 1.40x"])
+        self.assertEqual(cells[1][5:], ["10.0 us", "-", "0", "rps 1.75x, CPU/req 0.50x", ""])
+        self.assertEqual(cells[2][7:], ["3", "", "rps 0.57x, CPU/req 2.00x"])
+
+    def test_a_missing_base_leaves_its_column_empty(self):
+        import cluster
+        header, cells = cluster.table_cells(cluster.summary({"ours-local-actor": [self.result(50000, 20)]}))
+        self.assertEqual(cells[0][-2:], ["-", "-"])
+
+    def test_process_group_cpu_counts_the_children_too(self):
+        from servers import group_cpu_seconds
+        # A group leader that only waits, and a child of it that burns CPU.
+        burn = ("import time; t = time.process_time(); exec('while time.process_time() - t < 0.3: pass'); "
+                "time.sleep(30)")
+        leader = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time; "
+                                   f"subprocess.run([sys.executable, '-c', {burn!r}]); time.sleep(30)"],
+                                  start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            while group_cpu_seconds(leader.pid) < 0.25 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertGreaterEqual(group_cpu_seconds(leader.pid), 0.25)
+        finally:
+            os.killpg(leader.pid, signal.SIGKILL)
+            leader.wait()
 
 
 if __name__ == "__main__":

@@ -46,6 +46,10 @@ def parse_wrk(out):
         raise BenchError(f"no Requests/sec in wrk output:\n{out}")
     result["rps"] = float(m.group(1))
 
+    # "  1234567 requests in 10.00s, 150.00MB read": every response, of any status.
+    m = re.search(r"^\s*(\d+) requests in ", out, re.M)
+    result["requests"] = int(m.group(1)) if m else None
+
     m = re.search(r"^Transfer/sec:\s+([\d.]+)\s*([KMGT]?B)", out, re.M)
     result["bytes_per_sec"] = float(m.group(1)) * BYTE_UNITS[m.group(2)] if m else 0.0
 

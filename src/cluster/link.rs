@@ -372,23 +372,32 @@ impl Link {
                 session: Session::new(now_ms),
             }));
         }
-        if let Err(reason) = self.read(now_ms, context) {
+        let hung_up = event.is_read_closed() || event.is_error();
+        if let Err(reason) = self.read(now_ms, hung_up, context) {
             return self.lose(registry, now_ms, reason);
         }
         self.flush(registry, now_ms);
     }
 
     /// Reads what the socket holds and handles it.
-    fn read(&mut self, now_ms: u64, context: &RunContext<'_>) -> Result<(), String> {
+    ///
+    /// A plain read shorter than the buffer emptied the socket, and with
+    /// edge-triggered readiness whatever NATS sends after it raises a new
+    /// event: the link stops there rather than spend a read on
+    /// `WouldBlock` (half of a busy link's reads). After a hang-up, whose
+    /// edge this event took, it reads on to the end.
+    fn read(&mut self, now_ms: u64, hung_up: bool, context: &RunContext<'_>) -> Result<(), String> {
         loop {
             let Conn::Up(up) = &mut self.conn else {
                 return Ok(());
             };
+            let mut drained = false;
             let ended = match &mut up.tls {
                 None => match up.socket.read(&mut self.read_buf) {
                     Ok(0) => true,
                     Ok(len) => {
                         up.session.input().extend_from_slice(&self.read_buf[..len]);
+                        drained = len < self.read_buf.len() && !hung_up;
                         false
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -422,6 +431,9 @@ impl Link {
             self.handle_events(context)?;
             if ended {
                 return Err("the server closed the connection".into());
+            }
+            if drained {
+                break;
             }
         }
         Ok(())
