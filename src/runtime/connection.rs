@@ -99,6 +99,10 @@ pub(crate) struct Connection {
     websocket: Option<Box<websocket::WsSession>>,
     /// Speaking HTTP/2: its session.
     http2: Option<Box<http2::Http2>>,
+    /// The last read was shorter than asked (`local` dispatch): the socket
+    /// is empty until the poller posts readiness again, so a wake for an
+    /// answer does not read it for nothing.
+    socket_drained: bool,
     /// A plain connection's first bytes, while they may be HTTP/2's
     /// preface (prior knowledge): `None` once it is known.
     sniffing: Option<BytesMut>,
@@ -140,6 +144,7 @@ impl Connection {
             ended: false,
             websocket: None,
             http2: None,
+            socket_drained: false,
             sniffing,
         }
     }
@@ -301,6 +306,9 @@ impl Connection {
     /// requests that make them are read.
     fn handle(&mut self, posted: u8, sender: &dyn AnySender) -> io::Result<Flow> {
         self.hung_up |= posted & HANGUP != 0;
+        if posted & (READY | HANGUP) != 0 {
+            self.socket_drained = false;
+        }
         self.wrote = false;
         SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
@@ -386,7 +394,8 @@ impl Connection {
 
     /// Moves the deadline to what the connection is doing now.
     fn note_activity(&mut self) {
-        if self.http2.is_some() {
+        // A lingering HTTP/2 connection is past its session: `LINGER` bounds it.
+        if self.http2.is_some() && !self.lingering {
             return self.http2_note_deadline();
         }
         let websocket = self.websocket.as_deref().map(|session| session.events());

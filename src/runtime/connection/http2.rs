@@ -203,12 +203,21 @@ impl Connection {
     fn http2_drive(&mut self, scratch: &mut Scratch, sender: &dyn AnySender) -> io::Result<Flow> {
         let mut input_used_up = false;
         loop {
-            if self.shared.phase() != Phase::Running {
+            let draining = self.shared.phase() != Phase::Running;
+            if draining {
                 if let Some(h2) = self.http2.as_deref_mut() {
                     h2.session.go_away();
                 }
             }
             self.http2_run(sender);
+            // Draining with nothing left in flight: the last GOAWAY now,
+            // not after a PING round trip an idle client may never make.
+            if let (true, Some(h2)) = (draining, self.http2.as_deref_mut()) {
+                if h2.session.open_streams() == 0 && !h2.ended {
+                    h2.session.abort(Reason::NO_ERROR);
+                    self.http2_run(sender);
+                }
+            }
             let (ended, more) = self.http2_write(scratch)?;
             if ended {
                 return Ok(Flow::Finished);

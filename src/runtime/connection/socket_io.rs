@@ -35,7 +35,9 @@ impl Connection {
         scratch: &mut Scratch,
         sender: &dyn AnySender,
     ) -> io::Result<Flow> {
-        let mut input_used_up = false;
+        // A wake with no readiness (an actor's answer) finds the socket as
+        // the last read left it: emptied, if that read was short.
+        let mut input_used_up = self.socket_drained;
         loop {
             // Output we owe goes first. While the client does not take it,
             // read nothing more: that is the backpressure.
@@ -70,10 +72,14 @@ impl Connection {
                 match received {
                     Ok(Received::End) => return Ok(Flow::Close),
                     Ok(Received::NotTls { http }) => return self.refuse_plain_http(http, scratch),
-                    Ok(Received::Nothing) => return self.wait_for_input(),
+                    Ok(Received::Nothing) => {
+                        self.socket_drained = true;
+                        return self.wait_for_input();
+                    }
                     Ok(Received::Data { len, drained }) => {
                         input_used_up =
                             drained && !self.mode.reads_until_blocked() && !self.hung_up;
+                        self.socket_drained = input_used_up;
                         // HTTP/2 is chosen by the first bytes: ALPN's
                         // choice, or the preface.
                         match self.http2_begins(&scratch.input[..len]) {
