@@ -692,7 +692,7 @@ fn promtool_accepts_a_scrape_taken_under_load() {
             "promtool is missing: install it (Debian package prometheus, as .ci/run does) \
              or set SKIP_PROMTOOL=1 to skip this check"
         );
-        eprintln!("SKIPPED: promtool not found and SKIP_PROMTOOL=1: exposition not checked");
+        common::say_skipped("promtool not found and SKIP_PROMTOOL=1: exposition not checked");
         return;
     }
     for dispatch in [Dispatch::Local, Dispatch::System] {

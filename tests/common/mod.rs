@@ -329,6 +329,18 @@ pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
         .position(|window| window == needle)
 }
 
+/// Says, where a passing run shows it, that the calling test skipped
+/// (part of) its check and why. libtest keeps what `println!` and
+/// `eprintln!` print to show only for a failing test, so a skip said that
+/// way is silent in a run that passes; a write to the stderr handle itself
+/// is not kept back. The test's thread bears the test's name.
+pub fn say_skipped(why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let file = env!("CARGO_CRATE_NAME");
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {file}::{test}: {why}");
+}
+
 /// Runs the test body once per dispatch mode, as `NAME::local` and `NAME::system`.
 #[macro_export]
 macro_rules! in_both_modes {
