@@ -179,6 +179,53 @@ pub fn slow_reader(addr: SocketAddr) -> Client {
     Client::from_stream(TcpStream::from(socket))
 }
 
+/// Sets the send buffer of the server's end of `client`'s connection (a
+/// socket of this process, as the server runs in it) to `bytes`, which
+/// also ends the kernel's growing it on its own; returns the size the
+/// kernel then reports (twice what was asked, bookkeeping included).
+pub fn set_server_send_buffer(client: &TcpStream, bytes: usize) -> usize {
+    use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+    let wanted = (client.peer_addr().unwrap(), client.local_addr().unwrap());
+    let ends = |fd: RawFd| {
+        Some((
+            address_of(fd, libc::getsockname)?,
+            address_of(fd, libc::getpeername)?,
+        ))
+    };
+    let fds = std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd");
+    let server_end = fds
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        .find(|&fd| fd != client.as_raw_fd() && ends(fd) == Some(wanted))
+        .expect("the server's end of the connection is a socket of this process");
+    // SAFETY: the server keeps its end open while the connection lasts,
+    // and `client` keeps the connection.
+    let server_end = unsafe { BorrowedFd::borrow_raw(server_end) };
+    let socket = socket2::SockRef::from(&server_end);
+    socket.set_send_buffer_size(bytes).unwrap();
+    socket.send_buffer_size().unwrap()
+}
+
+/// What `call` (`getsockname` or `getpeername`) says of `fd`, if it is an
+/// IP socket. Another thread may close `fd` meanwhile: then the call fails.
+fn address_of(
+    fd: std::os::fd::RawFd,
+    call: unsafe extern "C" fn(
+        libc::c_int,
+        *mut libc::sockaddr,
+        *mut libc::socklen_t,
+    ) -> libc::c_int,
+) -> Option<SocketAddr> {
+    // SAFETY: `try_init` hands the call zeroed storage and its length, and
+    // the call writes no more than that length into it.
+    let named = unsafe {
+        socket2::SockAddr::try_init(|storage, len| match call(fd, storage.cast(), len) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        })
+    };
+    named.ok()?.1.as_socket()
+}
+
 /// Writes `request` `count` times on `client`'s connection from a second
 /// thread (the server stops reading while its output is backed up, so the
 /// writer may block until the test reads); joins to the write's result.
