@@ -129,7 +129,11 @@ impl Poller {
     /// Polls once and handles what it finds; false when nothing was ready.
     /// A poller without connections has nothing to sweep, so it blocks until a
     /// connection, a waker or the end of an accept pause: an idle server does
-    /// not hand its workers back to the scheduler at all.
+    /// not hand its workers back to the scheduler at all. A draining poller
+    /// without connections only looks: no connection can come (its
+    /// listener is closed, hand-offs are refused), so a block would last
+    /// until the server stops, well past the drain. It finds itself so
+    /// when the answers it handed on in a round closed its last connection.
     /// With `block` false it only looks, without waiting.
     fn poll_once(&mut self, block: bool, sender: &mut dyn AnySender) -> bool {
         let mut events = self
@@ -137,10 +141,12 @@ impl Poller {
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
         let sweep = self.shared.timeouts().sweep;
+        let drained = self.listener.is_none() && self.connections.is_empty();
         // Mail or a socket handed over while this poller blocked would wait
         // for it (see `wakeup::Parking`).
         let shared = &self.shared;
         let block = block
+            && !drained
             && shared.parking().park(|| {
                 shared.mail().is_pending()
                     || shared.balance().has_queued(shared.index())
