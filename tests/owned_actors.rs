@@ -187,10 +187,16 @@ fn moody_config(dispatch: Dispatch) -> Config {
     }
 }
 
+/// `/silent` waits `REPLY_TIMEOUT` for its answer; every other path
+/// longer than any test waits (the client's `IO_TIMEOUT` fails the test
+/// first), so that an answer a loaded machine delays (a panic's backtrace
+/// takes its time) is never mistaken for none.
 fn moody_routes() -> Routes {
     Routes::new()
-        .reply_timeout(REPLY_TIMEOUT)
+        .reply_timeout(common::IO_TIMEOUT * 3)
         .actor(&[Method::Get], "/*", "moody")
+        .reply_timeout(REPLY_TIMEOUT)
+        .actor(&[Method::Get], "/silent", "moody")
         // One thread: the same instance serves every request.
         .spawn_blocking("moody", 1, |_| Moody::default())
 }
