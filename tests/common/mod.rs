@@ -226,6 +226,31 @@ fn address_of(
     named.ok()?.1.as_socket()
 }
 
+/// The sockets listening on `addr` (IPv4), by inode, as the kernel lists
+/// them in /proc/net/tcp. A listener's inode names that socket alone: once
+/// it is gone from the list it is closed, whoever listens on the port since.
+pub fn listening_sockets(addr: SocketAddr) -> Vec<u64> {
+    let SocketAddr::V4(addr) = addr else {
+        panic!("{addr}: IPv4 only");
+    };
+    // The address as the kernel prints it: its four bytes as one native
+    // integer, in hex, then the port in hex.
+    let local = format!(
+        "{:08X}:{:04X}",
+        u32::from_ne_bytes(addr.ip().octets()),
+        addr.port()
+    );
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        // Fields: slot, local, remote, state (0A is LISTEN), ..., inode.
+        .filter(|fields| fields.len() > 9 && fields[1] == local && fields[3] == "0A")
+        .map(|fields| fields[9].parse().expect("an inode"))
+        .collect()
+}
+
 /// Writes `request` `count` times on `client`'s connection from a second
 /// thread (the server stops reading while its output is backed up, so the
 /// writer may block until the test reads); joins to the write's result.
