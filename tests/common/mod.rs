@@ -304,6 +304,49 @@ pub fn wait_for_open(server: &Server, open: usize) {
     }
 }
 
+/// A connection served one request (whatever answers `GET /nope`) and
+/// left idle. A drain closes it at once, and nothing else would while a
+/// test runs (keep-alive lasts 75 s): its end, read on the test's own
+/// socket, says the drain has begun, where a refused connect might be
+/// another listener that took the port meanwhile.
+pub fn idle_connection(addr: SocketAddr) -> Client {
+    let mut client = Client::connect(addr);
+    client.send(b"GET /nope HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.response(false);
+    client
+}
+
+/// Waits until `count` threads of this process have names starting with
+/// `prefix`: a thread names itself once it runs, and its name is gone
+/// once the kernel has reaped it, a moment after it was joined. Fails
+/// after `IO_TIMEOUT`.
+pub fn wait_for_threads(prefix: &str, count: usize) {
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
+    loop {
+        let named = threads_named(prefix);
+        if named.len() == count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "threads named {prefix}*: {named:?}, not {count}, after {IO_TIMEOUT:?}"
+        );
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The names of this process's threads that start with `prefix`.
+pub fn threads_named(prefix: &str) -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+    let names =
+        tasks.filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok());
+    names
+        .map(|name| name.trim_end().to_string())
+        .filter(|name| name.starts_with(prefix))
+        .collect()
+}
+
 /// Reads until EOF or a reset; returns what arrived.
 pub fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
     let mut received = Vec::new();
