@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -412,11 +412,10 @@ fn upstream_results_each_under_their_own_label(dispatch: Dispatch) {
         let (gate, gate_rx) = mpsc::channel::<()>();
         let gate_rx = Arc::new(Mutex::new(gate_rx));
         let reached = Arc::new(Mutex::new(reached));
+        // Down: an address that refuses, held for the whole case.
+        let (_bound, refusing) = common::upstream::refusing();
         let upstream_addr = match case {
-            Upstream::Down => TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap(),
+            Upstream::Down => refusing,
             _ => {
                 common::upstream::spawn(move |stream| {
                     let answer = match case {
