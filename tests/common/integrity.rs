@@ -175,9 +175,10 @@ impl Expected {
         let (sizes, next) = &self.streams[stream as usize];
         let want = message(stream, *next as u32, sizes[*next]);
         let from = at.saturating_sub(8);
+        let nexts: Vec<usize> = self.streams.iter().map(|(_, next)| *next).collect();
         panic!(
             "{reader}: message {next} of stream {stream} is wrong (seed {}): {} bytes, {} expected; \
-             first difference at byte {at}: got {:02x?}, expected {:02x?}",
+             first difference at byte {at}: got {:02x?}, expected {:02x?}; each stream's next: {nexts:?}",
             self.seed,
             got.len(),
             want.len(),
