@@ -21,15 +21,6 @@ fn routes() -> Routes {
     })
 }
 
-/// Waits until the server no longer accepts: the drain has begun.
-fn wait_until_refused(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_ok() {
-        assert!(Instant::now() < deadline, "still accepting after 10 s");
-        thread::sleep(Duration::from_millis(1));
-    }
-}
-
 const JSON: &str = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
     Content-Type: application/json\r\nContent-Length: 27\r\nDate: {date}\r\n\
     Connection: close\r\n\r\n{\"message\":\"Hello, World!\"}";
@@ -72,8 +63,10 @@ fn a_head_still_arriving_when_the_drain_begins_gets_the_close(dispatch: Dispatch
         );
         thread::sleep(Duration::from_millis(1));
     }
+    let mut idle = common::idle_connection(addr);
     let shutdown = thread::spawn(move || server.shutdown(Duration::from_secs(10)));
-    wait_until_refused(addr);
+    // The drain has begun once it closes the idle connection.
+    idle.assert_closed();
     for (client, (_, expected)) in clients.iter_mut().zip(cases) {
         client.send(b"\r\n");
         assert_response(&client.response(false), expected);

@@ -5,7 +5,7 @@
 mod common;
 mod route_common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -13,13 +13,19 @@ use common::process::Running;
 use common::{assert_response, Client};
 use route_common::{built, text};
 
-/// Starts example `name` on a free loopback port and checks its start line.
+/// Starts example `name` on loopback port 0 (the example binds a free
+/// port itself, so none can be taken between a probe and its bind) and
+/// checks its start line names the port it got.
 fn start_example(name: &str) -> Running {
-    let addr = free_port();
     let mut command = Command::new(example_path(name));
-    command.arg(addr.to_string());
+    command.arg("127.0.0.1:0");
     let example = Running::start(command);
-    assert_eq!(example.start_line, format!("listening on http://{addr}\n"));
+    assert_eq!(example.addr.ip().to_string(), "127.0.0.1");
+    assert_ne!(example.addr.port(), 0, "the port the example got");
+    assert_eq!(
+        example.start_line,
+        format!("listening on http://{}\n", example.addr)
+    );
     example
 }
 
@@ -48,12 +54,6 @@ fn example_path(name: &str) -> PathBuf {
         path.display()
     );
     path
-}
-
-/// A loopback address no one listened on a moment ago.
-fn free_port() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("its address")
 }
 
 #[test]
@@ -146,11 +146,10 @@ fn every_example_compiles_in_a_crate_that_depends_only_on_this_one() {
     );
 }
 
-/// Example `name` with `args` after its address, on a free port.
+/// Example `name` with `args` after its address, on a port it binds.
 fn start_example_with(name: &str, args: &[&str]) -> Running {
-    let addr = free_port();
     let mut command = Command::new(example_path(name));
-    command.arg(addr.to_string()).args(args);
+    command.arg("127.0.0.1:0").args(args);
     Running::start(command)
 }
 

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -399,11 +399,10 @@ fn upstream_results_each_under_their_own_label(dispatch: Dispatch) {
         let (gate, gate_rx) = mpsc::channel::<()>();
         let gate_rx = Arc::new(Mutex::new(gate_rx));
         let reached = Arc::new(Mutex::new(reached));
+        // Down: an address that refuses, held for the whole case.
+        let (_bound, refusing) = common::upstream::refusing();
         let upstream_addr = match case {
-            Upstream::Down => TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap(),
+            Upstream::Down => refusing,
             _ => {
                 common::upstream::spawn(move |stream| {
                     let answer = match case {
@@ -432,7 +431,13 @@ fn upstream_results_each_under_their_own_label(dispatch: Dispatch) {
         config.pollers = 1;
         config.timeouts.sweep = Duration::from_millis(50);
         if let Some(upstream) = &mut config.upstream {
-            upstream.timeout = Duration::from_millis(300);
+            // Only the silent upstream meets the timeout: every other case
+            // keeps the long one of `with_upstream`, so that an upstream
+            // thread a loaded machine delays (or the gate the test holds
+            // while it scrapes) is not taken for a silent one.
+            if let Upstream::Silent = case {
+                upstream.timeout = Duration::from_millis(300);
+            }
             if let Upstream::Gated = case {
                 upstream.conns = 1;
                 upstream.queue = 1;
@@ -621,9 +626,16 @@ fn the_metrics_listener_answers_404_to_anything_else() {
         // The served port has no /metrics: it stays the benchmarked routes.
         let response = common::exchange(&server, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
         assert!(text(&response).starts_with("HTTP/1.1 404 "));
-        // Stopping ends the metrics thread too, and frees its port.
+        // Stopping ends the metrics thread too, which owns the listener:
+        // that socket is closed (another listener may have the port since).
+        let listener = common::listening_sockets(addr);
+        assert_eq!(listener.len(), 1, "the metrics listener");
         server.stop();
-        TcpStream::connect(addr).expect_err("the metrics listener is closed");
+        let listening = common::listening_sockets(addr);
+        assert!(
+            !listening.contains(&listener[0]),
+            "the metrics listener is closed"
+        );
     }
 }
 
@@ -679,7 +691,7 @@ fn promtool_accepts_a_scrape_taken_under_load() {
             "promtool is missing: install it (Debian package prometheus, as .ci/run does) \
              or set SKIP_PROMTOOL=1 to skip this check"
         );
-        eprintln!("SKIPPED: promtool not found and SKIP_PROMTOOL=1: exposition not checked");
+        common::say_skipped("promtool not found and SKIP_PROMTOOL=1: exposition not checked");
         return;
     }
     for dispatch in [Dispatch::Local, Dispatch::System] {

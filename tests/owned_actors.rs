@@ -10,9 +10,6 @@ mod common;
 mod route_common;
 
 use std::collections::BTreeSet;
-use std::fs;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -187,10 +184,16 @@ fn moody_config(dispatch: Dispatch) -> Config {
     }
 }
 
+/// `/silent` waits `REPLY_TIMEOUT` for its answer; every other path
+/// longer than any test waits (the client's `IO_TIMEOUT` fails the test
+/// first), so that an answer a loaded machine delays (a panic's backtrace
+/// takes its time) is never mistaken for none.
 fn moody_routes() -> Routes {
     Routes::new()
-        .reply_timeout(REPLY_TIMEOUT)
+        .reply_timeout(common::IO_TIMEOUT * 3)
         .actor(&[Method::Get], "/*", "moody")
+        .reply_timeout(REPLY_TIMEOUT)
+        .actor(&[Method::Get], "/silent", "moody")
         // One thread: the same instance serves every request.
         .spawn_blocking("moody", 1, |_| Moody::default())
 }
@@ -464,25 +467,15 @@ fn an_actor_uppercut_runs_reaches_an_owned_address(dispatch: Dispatch) {
     }
 }
 
-/// The names of this process's threads that start with `prefix`.
-fn threads_named(prefix: &str) -> Vec<String> {
-    let tasks = fs::read_dir("/proc/self/task").expect("/proc/self/task");
-    let names = tasks.filter_map(|task| fs::read_to_string(task.ok()?.path().join("comm")).ok());
-    names
-        .map(|name| name.trim_end().to_string())
-        .filter(|name| name.starts_with(prefix))
-        .collect()
-}
-
-/// A shutdown answers the request a blocking actor is on, and ends the
-/// pool's threads; a request queued behind it on the one thread gets the
-/// connection closed once the grace runs out.
+/// A shutdown answers the request a blocking actor is on, with
+/// `Connection: close`, closes the listeners, and ends the pool's threads.
 fn shutdown_ends_the_blocking_threads(dispatch: Dispatch) {
     // A name of this test's own, so other tests' threads do not count.
     let address = match dispatch {
         Dispatch::Local => "shutl",
         Dispatch::System => "shuts",
     };
+    let threads = format!("{address}#");
     let (gate, arrivals) = Gate::new();
     let held_gate = gate.clone();
     let routes = Routes::new()
@@ -490,35 +483,34 @@ fn shutdown_ends_the_blocking_threads(dispatch: Dispatch) {
         .spawn_blocking(address, 2, move |_| Gated(held_gate.clone()));
     let server = start_with(&config(dispatch), routes);
     let _open = gate.opened_on_drop();
-    assert_eq!(threads_named(&format!("{address}#")).len(), 2);
-    let mut held = TcpStream::connect(server.local_addr()).unwrap();
-    held.write_all(b"GET /gated HTTP/1.1\r\nHost: t\r\n\r\n")
-        .unwrap();
+    let addr = server.local_addr();
+    let listeners = common::listening_sockets(addr);
+    assert_eq!(listeners.len(), 2, "a listener per poller");
+    common::wait_for_threads(&threads, 2);
+    let mut idle = common::idle_connection(addr);
+    let mut held = Client::connect(addr);
+    held.send(b"GET /gated HTTP/1.1\r\nHost: t\r\n\r\n");
     arrivals
         .recv()
         .expect("the request reached the blocking thread");
-    let addr = server.local_addr();
-    let opener = thread::spawn(move || {
-        // Opened once the drain has begun: the server no longer accepts.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).is_ok() && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(1));
-        }
-        gate.open();
-    });
-    let finished = {
-        let shutdown = thread::spawn(move || server.shutdown(Duration::from_secs(10)));
-        opener.join().unwrap();
-        shutdown.join().expect("shutdown returns")
-    };
+    let shutdown = thread::spawn(move || server.shutdown(Duration::from_secs(10)));
+    // The drain closes the idle connection: it has begun, and the answer
+    // the gate lets through is the held connection's last.
+    idle.assert_closed();
+    gate.open();
+    let finished = shutdown.join().expect("shutdown returns");
     assert!(finished, "the call in flight was answered within the grace");
-    let mut answer = String::new();
-    held.read_to_string(&mut answer).unwrap();
+    let answer = String::from_utf8(held.rest_until_close()).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer:?}");
     assert!(answer.contains("\r\nConnection: close\r\n"), "{answer:?}");
     assert!(answer.ends_with("\r\n\r\nthrough"), "{answer:?}");
-    assert!(TcpStream::connect(addr).is_err(), "still accepting");
-    assert_eq!(threads_named(&format!("{address}#")), Vec::<String>::new());
+    // Those sockets are closed; the port itself may be another's already.
+    let listening = common::listening_sockets(addr);
+    assert!(
+        listeners.iter().all(|socket| !listening.contains(socket)),
+        "still listening: {listeners:?}"
+    );
+    common::wait_for_threads(&threads, 0);
 }
 
 in_both_modes!(

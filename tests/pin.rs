@@ -103,10 +103,10 @@ fn pins_each_poller_worker_to_a_cpu_of_its_own() {
                 "--pin needs 2 CPUs in the affinity mask to be checked, this process has \
                  {mask:?}: run on 2 or more, or set SKIP_PIN_TEST=1 to skip the check"
             );
-            eprintln!(
-                "SKIPPED: {} CPU(s) for 2 pollers and SKIP_PIN_TEST=1",
+            common::say_skipped(&format!(
+                "{} CPU(s) for 2 pollers and SKIP_PIN_TEST=1: pinning not checked",
                 mask.len()
-            );
+            ));
             return;
         }
         let mut pinned: Vec<usize> = threads

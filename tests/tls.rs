@@ -166,8 +166,10 @@ const PLAIN_ON_TLS: &str = "HTTP/1.1 400 Bad Request\r\nServer: uppercut-mio-ser
     Connection: close\r\n\r\n400 Bad Request: a plain HTTP request was sent to an HTTPS port\n";
 
 /// Plain HTTP to the TLS port gets a plain 400 saying so, and the end;
-/// other bytes that are not TLS, and a broken record, just the end. Each
-/// counts as a failed handshake; a good one as a handshake.
+/// other bytes that are not TLS just the end; a broken handshake record
+/// the alert rustls has for it, if any, and the end; a broken record after
+/// the handshake the encrypted alert, and the end. Each failed handshake
+/// counts as one; a good one as a handshake.
 fn what_is_not_tls_is_refused_and_counted(dispatch: Dispatch) {
     let certificates = Certificates::new(&format!("refused-{}", dispatch.name()));
     let server = start_tls(dispatch, &certificates, Timeouts::default());
@@ -179,27 +181,48 @@ fn what_is_not_tls_is_refused_and_counted(dispatch: Dispatch) {
     garbage.send(b"\x00\x01\x02\x03 not TLS");
     garbage.assert_closed();
 
-    // A handshake record that is not one.
+    // A handshake record announcing a message past rustls's size limit:
+    // rustls sends no alert for it, so just the end (a reset fails the read).
     let mut broken = Client::connect(server.local_addr());
     broken.send(b"\x16\x03\x01\x00\x05\xff\xff\xff\xff\xff");
-    let answer = broken.rest_until_close();
-    // At most a TLS alert record (type 21), never HTTP.
-    assert!(answer.is_empty() || answer[0] == 21, "{answer:?}");
+    assert_eq!(broken.rest_until_close(), b"");
+    // A ClientHello too short to parse: a fatal decode_error alert (50) in
+    // the clear, then the end.
+    let mut malformed = Client::connect(server.local_addr());
+    malformed.send(b"\x16\x03\x01\x00\x08\x01\x00\x00\x04\xff\xff\xff\xff");
+    assert_eq!(
+        malformed.rest_until_close(),
+        b"\x15\x03\x03\x00\x02\x02\x32"
+    );
 
     let mut good = connect(server.local_addr(), &certificates.client_config());
     good.send(&get("/"));
     assert_response(&good.response(false), HELLO);
-    // A broken record after the handshake ends the connection.
+    // A broken record after the handshake ends the connection, after one
+    // record: TLS 1.3's encrypted alert, an application_data record of 19
+    // bytes (2 of alert, 1 of inner content type, 16 of AEAD tag).
     good.stream
         .sock
         .write_all(b"\x17\x03\x03\x00\x10garbage-garbage!")
         .unwrap();
     let mut rest = Vec::new();
-    let _ = good.stream.sock.read_to_end(&mut rest);
+    good.stream
+        .sock
+        .read_to_end(&mut rest)
+        .expect("an end, not a reset");
+    assert_eq!(rest.len(), 5 + 19, "one record, then the end: {rest:?}");
+    assert_eq!(rest[..5], [0x17, 0x03, 0x03, 0x00, 19], "{rest:?}");
+    // The client's session decrypts it: a fatal bad_record_mac.
+    let mut record = &rest[..];
+    good.stream.conn.read_tls(&mut record).unwrap();
+    assert_eq!(
+        good.stream.conn.process_new_packets().unwrap_err(),
+        rustls::Error::AlertReceived(rustls::AlertDescription::BadRecordMac)
+    );
 
     let metrics = server.metrics_addr().unwrap();
-    let (done, failed) = handshake_counts(metrics, 1, 3);
-    assert_eq!((done, failed), (1, 3));
+    let (done, failed) = handshake_counts(metrics, 1, 4);
+    assert_eq!((done, failed), (1, 4));
 }
 
 /// A client that connects and sends half a handshake is closed by the

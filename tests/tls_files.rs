@@ -173,7 +173,7 @@ fn handshake_fails(server: &Running, config: &std::sync::Arc<rustls::ClientConfi
 fn openssl_negotiates_tls13_and_tls12_and_is_refused_tls11() {
     if Command::new("openssl").arg("version").output().is_err() {
         assert!(std::env::var_os("CI").is_none(), "openssl is not installed");
-        eprintln!("SKIPPED: openssl is not installed");
+        common::say_skipped("openssl is not installed: s_client not run");
         return;
     }
     let certificates = Certificates::new("openssl");

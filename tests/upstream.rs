@@ -4,7 +4,7 @@
 mod common;
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -118,10 +118,7 @@ fn replaces_connections_the_upstream_closes(dispatch: Dispatch) {
 }
 
 fn answers_502_when_the_upstream_is_down(dispatch: Dispatch) {
-    let closed = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let (_bound, closed) = common::upstream::refusing();
     let server = start_for(&with_upstream(dispatch, closed));
     let mut client = Client::connect(server.local_addr());
     client.send(GET_IO);

@@ -6,7 +6,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::{assert_response, config, error_response, start_with, Client};
@@ -72,11 +72,7 @@ impl WebSocket for Echo {
 
     fn on_mail(&mut self, envelope: Envelope, context: &mut WsContext<'_>) {
         if let Ok(text) = envelope.message.downcast::<String>() {
-            match text.as_str() {
-                // 64 KiB the client is not reading.
-                "flood" => context.send_binary(&[7; 64 * 1024]),
-                text => context.send_text(&format!("mail: {text}")),
-            }
+            context.send_text(&format!("mail: {text}"));
         }
     }
 }
@@ -302,7 +298,10 @@ impl AnyActor for Room {
     }
 }
 
-struct Member;
+/// A room's member; tells the test how its connection ended.
+struct Member {
+    closed: mpsc::Sender<Closed>,
+}
 
 impl WebSocket for Member {
     fn on_open(&mut self, context: &mut WsContext<'_>) {
@@ -319,7 +318,9 @@ impl WebSocket for Member {
     }
 
     fn on_close(&mut self, closed: &Closed, _context: &mut WsContext<'_>) {
-        assert!(matches!(closed, Closed::Handshake(Some(1000 | 1011))));
+        // Asserted by the test: a panic here would only close this
+        // connection (the server contains it).
+        let _ = self.closed.send(closed.clone());
     }
 }
 
@@ -329,9 +330,12 @@ fn a_room_actor_broadcasts_to_its_members(dispatch: Dispatch) {
         members: Vec::new(),
         joined: Arc::clone(&joined),
     };
+    let (closed, closes) = mpsc::channel();
     let routes = Routes::new()
         .spawn("room", room)
-        .websocket("/chat", |_| Member);
+        .websocket("/chat", move |_| Member {
+            closed: closed.clone(),
+        });
     let server = start_with(&config(dispatch), routes);
     let mut members: Vec<Client> = (0..3)
         .map(|_| {
@@ -358,53 +362,114 @@ fn a_room_actor_broadcasts_to_its_members(dispatch: Dispatch) {
     for member in &mut members {
         assert_eq!(member.exactly(15), unmasked(8, &failed));
     }
+    // Each member answers the close: the handshake is done, the socket
+    // closes, and the actor learns the code its side sent.
+    for member in &mut members {
+        member.send(&masked(8, &1011u16.to_be_bytes()));
+        member.assert_closed();
+    }
+    for _ in 0..3 {
+        let closed = closes.recv_timeout(common::IO_TIMEOUT);
+        assert_eq!(closed, Ok(Closed::Handshake(Some(1011))));
+    }
     let mut late = Client::connect(server.local_addr());
     late.send(upgrade("/chat").as_bytes());
     assert_response(&late.response(true), SWITCHING);
+    // No other connection has ended.
+    assert_eq!(closes.try_recv(), Err(mpsc::TryRecvError::Empty));
+}
+
+/// Hands the test its handle on opening; writes 64 KiB for each `Flood`
+/// mailed to it, and tells the test once it has.
+struct Flooder {
+    opened: mpsc::Sender<WsHandle>,
+    flooded: mpsc::Sender<()>,
+}
+
+#[derive(Debug)]
+struct Flood;
+
+/// The frame `Flooder` writes for each `Flood`: a 10-byte head (length in
+/// 8 bytes), 64 KiB of sevens.
+fn flood_frame() -> Vec<u8> {
+    let mut frame = vec![0x82, 127];
+    frame.extend_from_slice(&(64u64 * 1024).to_be_bytes());
+    frame.resize(10 + 64 * 1024, 7);
+    frame
+}
+
+impl WebSocket for Flooder {
+    fn on_open(&mut self, context: &mut WsContext<'_>) {
+        let _ = self.opened.send(context.handle());
+    }
+
+    fn on_message(&mut self, _message: Message<'_>, _context: &mut WsContext<'_>) {}
+
+    fn on_mail(&mut self, envelope: Envelope, context: &mut WsContext<'_>) {
+        if envelope.message.is::<Flood>() {
+            context.send_binary(&[7; 64 * 1024]);
+            let _ = self.flooded.send(());
+        }
+    }
 }
 
 fn a_client_that_does_not_read_is_cut_at_the_outbound_limit(dispatch: Dispatch) {
+    const MAX_MESSAGE: usize = 1024;
     // The outbound limit is the message limit and 1 MiB.
-    let server = start_with(
-        &Config {
-            ws_max_message: 1024,
-            ..config(dispatch)
-        },
-        routes(),
-    );
+    const OUTBOUND: usize = MAX_MESSAGE + (1 << 20);
+    let (opened, handles) = mpsc::channel();
+    let (flooded, floods) = mpsc::channel();
+    let routes = Routes::new().websocket("/flood", move |_| Flooder {
+        opened: opened.clone(),
+        flooded: flooded.clone(),
+    });
+    let config = Config {
+        ws_max_message: MAX_MESSAGE,
+        ..config(dispatch)
+    };
+    let server = start_with(&config, routes);
     let mut client = common::slow_reader(server.local_addr());
-    client.send(upgrade("/ws").as_bytes());
+    client.send(upgrade("/flood").as_bytes());
     assert_response(&client.response(true), SWITCHING);
-    let head = client.exactly(2);
-    let address = String::from_utf8(client.exactly(head[1] as usize)).unwrap();
-    // 12.5 MiB asked for while the client reads nothing, more than the
-    // socket buffers can take: past the limit the rest is dropped, and the
-    // connection closes with 1008.
-    for _ in 0..200 {
-        server
-            .send(&address, Envelope::of("flood".to_string()))
-            .unwrap();
+    let handle = handles.recv_timeout(common::IO_TIMEOUT).expect("opened");
+    // What the kernel holds does not count against the limit: made small
+    // and fixed here (the server's send buffer would otherwise grow to
+    // megabytes), it stays under a frame.
+    let send_buffer = common::set_server_send_buffer(&client.stream, 4096);
+    let receive_buffer = socket2::SockRef::from(&client.stream)
+        .recv_buffer_size()
+        .unwrap();
+    // A flood at a time, each written before the next is mailed, while the
+    // client reads nothing, until the server refuses mail: the client is
+    // being cut off.
+    let mut mailed = 0;
+    while handle.mail(Envelope::of(Flood)) {
+        floods
+            .recv_timeout(common::IO_TIMEOUT)
+            .expect("the flood was handled");
+        mailed += 1;
+        assert!(mailed < 200, "{mailed} floods mailed, and no cut");
     }
     let rest = client.rest_until_close();
+    let frame = flood_frame();
     let mut cut = 1008u16.to_be_bytes().to_vec();
     cut.extend_from_slice(b"too far behind");
+    let close = unmasked(8, &cut);
+    let sent = (rest.len() - close.len()) / frame.len();
     assert!(
-        rest.ends_with(&unmasked(8, &cut)),
-        "ends with the 1008 close"
+        rest == [frame.repeat(sent), close].concat(),
+        "whole frames, then the 1008 close: {} bytes",
+        rest.len()
     );
-    // A 64 KiB frame has a 10-byte head. How many went out before the cut
-    // depends on what the kernel's socket buffers took meanwhile (up to
-    // tcp_wmem's maximum), but at least the limit's worth, and not all.
-    let flood = 10 + 64 * 1024;
-    let floods = (rest.len() - 18) / flood;
-    assert_eq!(
-        rest.len(),
-        floods * flood + 18,
-        "whole frames, then the close"
-    );
+    // A frame is written while what the socket has not taken is within the
+    // limit: the one that takes it past is the last. So the limit's worth
+    // and one more, and what the kernel's buffers took besides.
+    let least = OUTBOUND / frame.len() + 1;
+    let most = (OUTBOUND + send_buffer + receive_buffer) / frame.len() + 1;
     assert!(
-        (16..200).contains(&floods),
-        "{floods} frames before the cut"
+        (least..=most).contains(&sent),
+        "{sent} frames before the cut, not {least} to {most} \
+         (send buffer {send_buffer}, receive buffer {receive_buffer})"
     );
 }
 

@@ -160,7 +160,11 @@ impl Poller {
     /// Polls once and handles what it finds; false when nothing was ready.
     /// A poller without connections has nothing to sweep, so it blocks until a
     /// connection, a waker or the end of an accept pause: an idle server does
-    /// not hand its workers back to the scheduler at all.
+    /// not hand its workers back to the scheduler at all. A draining poller
+    /// without connections only looks: no connection can come (its
+    /// listener is closed, hand-offs are refused), so a block would last
+    /// until the server stops, well past the drain. It finds itself so
+    /// when the answers it handed on in a round closed its last connection.
     /// With `block` false it only looks, without waiting.
     fn poll_once(&mut self, block: bool, sender: &mut dyn AnySender) -> bool {
         let mut events = self
@@ -168,11 +172,13 @@ impl Poller {
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
         let sweep = self.shared.timeouts().sweep;
+        let drained = self.listeners.is_empty() && self.connections.is_empty();
         // Mail or a socket handed over while this poller blocked would wait
         // for it (see `wakeup::Parking`).
         let shared = &self.shared;
         let link = &self.link;
         let block = block
+            && !drained
             && shared.parking().park(|| {
                 shared.mail().is_pending()
                     || shared.balance().has_queued(shared.index())
@@ -462,5 +468,94 @@ impl Poller {
     fn tick(&self, sender: &mut dyn AnySender) {
         self.shared.count_envelope();
         sender.send(sender.me(), Envelope::of(Tick));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::SystemTime;
+
+    use mio::Waker;
+    use uppercut::api::Actor;
+
+    use super::*;
+    use crate::actors::house::ActorHouse;
+    use crate::actors::port::PollerPort;
+    use crate::config::Timeouts;
+    use crate::routes::Routes;
+    use crate::runtime::balance::Balance;
+    use crate::runtime::connections::Hosting;
+    use crate::runtime::lifecycle::ServerState;
+    use crate::runtime::local_dispatch::LocalHosting;
+    use crate::runtime::shared::PollerParts;
+    use crate::runtime::wakeup::Parking;
+
+    /// Sends nowhere: a poller without connections sends nothing.
+    struct Nowhere;
+
+    impl AnySender for Nowhere {
+        fn me(&self) -> &str {
+            "poller-0"
+        }
+        fn send(&self, _address: &str, _envelope: Envelope) {}
+        fn spawn(&self, _address: &str, _f: Box<dyn FnOnce() -> Actor>) {}
+        fn delay(&self, _address: &str, _envelope: Envelope, _duration: Duration) {}
+        fn stop(&self, _address: &str) {}
+        fn log(&mut self, _message: &str) {}
+        fn metric(&mut self, _name: &str, _value: f64) {}
+        fn now(&self) -> SystemTime {
+            SystemTime::now()
+        }
+    }
+
+    /// The one poller of a server with no routes, listening on a free
+    /// loopback port, and that server's state.
+    fn lone_poller() -> (Poller, Arc<ServerState>) {
+        let poll = Poll::new().unwrap();
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).unwrap());
+        let parking = Arc::new(Parking::new(waker));
+        let port = Arc::new(PollerPort::new(Box::new(|| {})));
+        let routes = Arc::new(Routes::new());
+        let server = Arc::new(ServerState::new(16));
+        let house = ActorHouse::start(&routes, vec![Arc::clone(&port)], None).unwrap();
+        let shared = Arc::new(Shared::new(PollerParts {
+            index: 0,
+            routes,
+            timeouts: Timeouts::default(),
+            registry: poll.registry().try_clone().unwrap(),
+            server: Arc::clone(&server),
+            house: Arc::new(house),
+            port,
+            parking: Arc::clone(&parking),
+            access_log: None,
+            balance: Arc::new(Balance::new(&[parking])),
+            metrics: None,
+            tls: None,
+            cluster: None,
+            http2: true,
+            http2_only: false,
+        }));
+        let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let connections = LocalHosting.connections(Arc::clone(&shared));
+        let poller = Poller::new(poll, vec![(listener, false)], shared, connections, None).unwrap();
+        (poller, server)
+    }
+
+    /// Draining, a poller whose connections have all closed has nothing
+    /// to wait for: asked to block, it only looks. (Blocking, with no
+    /// connection to sweep, only the server's stop would wake it.)
+    #[test]
+    fn a_drained_poller_does_not_block() {
+        let (mut poller, server) = lone_poller();
+        server.set_phase(Phase::Draining);
+        poller.begin_drain(&mut Nowhere);
+        let (polled, returned) = mpsc::channel();
+        thread::spawn(move || {
+            let found = poller.poll_once(true, &mut Nowhere);
+            let _ = polled.send(found);
+        });
+        let found = returned.recv_timeout(Duration::from_secs(10));
+        assert_eq!(found, Ok(false), "the poll returned, having found nothing");
     }
 }

@@ -104,10 +104,17 @@ pub fn sizes(rng: &mut Rng, count: usize, max: usize) -> Vec<usize> {
 
 /// Message `seq` of `stream`, `len` bytes of lower-case letters (valid
 /// UTF-8, so it travels as WebSocket text too), each byte known from the
-/// three.
+/// three. The first byte is the stream's own letter (`a` for stream 0),
+/// so no two streams ever send the same bytes: a reader that credits a
+/// message to the stream whose next message it equals cannot credit the
+/// wrong stream.
 pub fn message(stream: u32, seq: u32, len: usize) -> Vec<u8> {
+    assert!(stream < 26, "a letter per stream");
     let mut rng = Rng::new((u64::from(stream) << 32 | u64::from(seq)) ^ 0x05ee_d1e5_50dd_ba11);
     let mut bytes = Vec::with_capacity(len);
+    if len > 0 {
+        bytes.push(b'a' + stream as u8);
+    }
     while bytes.len() < len {
         let word = rng.next();
         for shift in 0..8 {
@@ -175,9 +182,10 @@ impl Expected {
         let (sizes, next) = &self.streams[stream as usize];
         let want = message(stream, *next as u32, sizes[*next]);
         let from = at.saturating_sub(8);
+        let nexts: Vec<usize> = self.streams.iter().map(|(_, next)| *next).collect();
         panic!(
             "{reader}: message {next} of stream {stream} is wrong (seed {}): {} bytes, {} expected; \
-             first difference at byte {at}: got {:02x?}, expected {:02x?}",
+             first difference at byte {at}: got {:02x?}, expected {:02x?}; each stream's next: {nexts:?}",
             self.seed,
             got.len(),
             want.len(),

@@ -181,6 +181,78 @@ pub fn slow_reader(addr: SocketAddr) -> Client {
     Client::from_stream(TcpStream::from(socket))
 }
 
+/// Sets the send buffer of the server's end of `client`'s connection (a
+/// socket of this process, as the server runs in it) to `bytes`, which
+/// also ends the kernel's growing it on its own; returns the size the
+/// kernel then reports (twice what was asked, bookkeeping included).
+pub fn set_server_send_buffer(client: &TcpStream, bytes: usize) -> usize {
+    use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+    let wanted = (client.peer_addr().unwrap(), client.local_addr().unwrap());
+    let ends = |fd: RawFd| {
+        Some((
+            address_of(fd, libc::getsockname)?,
+            address_of(fd, libc::getpeername)?,
+        ))
+    };
+    let fds = std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd");
+    let server_end = fds
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        .find(|&fd| fd != client.as_raw_fd() && ends(fd) == Some(wanted))
+        .expect("the server's end of the connection is a socket of this process");
+    // SAFETY: the server keeps its end open while the connection lasts,
+    // and `client` keeps the connection.
+    let server_end = unsafe { BorrowedFd::borrow_raw(server_end) };
+    let socket = socket2::SockRef::from(&server_end);
+    socket.set_send_buffer_size(bytes).unwrap();
+    socket.send_buffer_size().unwrap()
+}
+
+/// What `call` (`getsockname` or `getpeername`) says of `fd`, if it is an
+/// IP socket. Another thread may close `fd` meanwhile: then the call fails.
+fn address_of(
+    fd: std::os::fd::RawFd,
+    call: unsafe extern "C" fn(
+        libc::c_int,
+        *mut libc::sockaddr,
+        *mut libc::socklen_t,
+    ) -> libc::c_int,
+) -> Option<SocketAddr> {
+    // SAFETY: `try_init` hands the call zeroed storage and its length, and
+    // the call writes no more than that length into it.
+    let named = unsafe {
+        socket2::SockAddr::try_init(|storage, len| match call(fd, storage.cast(), len) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        })
+    };
+    named.ok()?.1.as_socket()
+}
+
+/// The sockets listening on `addr` (IPv4), by inode, as the kernel lists
+/// them in /proc/net/tcp. A listener's inode names that socket alone: once
+/// it is gone from the list it is closed, whoever listens on the port since.
+pub fn listening_sockets(addr: SocketAddr) -> Vec<u64> {
+    let SocketAddr::V4(addr) = addr else {
+        panic!("{addr}: IPv4 only");
+    };
+    // The address as the kernel prints it: its four bytes as one native
+    // integer, in hex, then the port in hex.
+    let local = format!(
+        "{:08X}:{:04X}",
+        u32::from_ne_bytes(addr.ip().octets()),
+        addr.port()
+    );
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        // Fields: slot, local, remote, state (0A is LISTEN), ..., inode.
+        .filter(|fields| fields.len() > 9 && fields[1] == local && fields[3] == "0A")
+        .map(|fields| fields[9].parse().expect("an inode"))
+        .collect()
+}
+
 /// Writes `request` `count` times on `client`'s connection from a second
 /// thread (the server stops reading while its output is backed up, so the
 /// writer may block until the test reads); joins to the write's result.
@@ -232,6 +304,49 @@ pub fn wait_for_open(server: &Server, open: usize) {
         // A polling interval, not a wait standing in for the condition.
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// A connection served one request (whatever answers `GET /nope`) and
+/// left idle. A drain closes it at once, and nothing else would while a
+/// test runs (keep-alive lasts 75 s): its end, read on the test's own
+/// socket, says the drain has begun, where a refused connect might be
+/// another listener that took the port meanwhile.
+pub fn idle_connection(addr: SocketAddr) -> Client {
+    let mut client = Client::connect(addr);
+    client.send(b"GET /nope HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.response(false);
+    client
+}
+
+/// Waits until `count` threads of this process have names starting with
+/// `prefix`: a thread names itself once it runs, and its name is gone
+/// once the kernel has reaped it, a moment after it was joined. Fails
+/// after `IO_TIMEOUT`.
+pub fn wait_for_threads(prefix: &str, count: usize) {
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
+    loop {
+        let named = threads_named(prefix);
+        if named.len() == count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "threads named {prefix}*: {named:?}, not {count}, after {IO_TIMEOUT:?}"
+        );
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The names of this process's threads that start with `prefix`.
+pub fn threads_named(prefix: &str) -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+    let names =
+        tasks.filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok());
+    names
+        .map(|name| name.trim_end().to_string())
+        .filter(|name| name.starts_with(prefix))
+        .collect()
 }
 
 /// Reads until EOF or a reset; returns what arrived.
@@ -329,6 +444,18 @@ pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
         .windows(needle.len())
         .position(|window| window == needle)
+}
+
+/// Says, where a passing run shows it, that the calling test skipped
+/// (part of) its check and why. libtest keeps what `println!` and
+/// `eprintln!` print to show only for a failing test, so a skip said that
+/// way is silent in a run that passes; a write to the stderr handle itself
+/// is not kept back. The test's thread bears the test's name.
+pub fn say_skipped(why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let file = env!("CARGO_CRATE_NAME");
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {file}::{test}: {why}");
 }
 
 /// Runs the test body once per dispatch mode, as `NAME::local` and `NAME::system`.

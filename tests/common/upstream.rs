@@ -60,6 +60,18 @@ fn serve(mut stream: TcpStream, answer: &dyn Fn(&mut TcpStream) -> bool) {
     }
 }
 
+/// A loopback address that refuses connections for as long as the socket
+/// returned with it lives: bound, never listening. No other socket can
+/// take the port meanwhile, as one could a port merely found free.
+pub fn refusing() -> (socket2::Socket, SocketAddr) {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    socket.bind(&loopback.into()).unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    (socket, addr)
+}
+
 /// A server whose /io asks `addr`; the upstream timeout is long, so that
 /// only the test of timeouts meets one, however loaded the machine is.
 pub fn with_upstream(dispatch: Dispatch, addr: SocketAddr) -> Config {
