@@ -11,15 +11,12 @@ mod common;
 use std::sync::Arc;
 
 use common::integrity::{
-    client_frame, connect, read_frame, rounds, seed, sizes, upgrade, Expected, Pace, Reader, Rng,
-    Window,
+    client_frame, message, read_frame, rounds, seed, sizes, upgrade, Expected, Pace, Reader, Rng,
+    Transport, Window,
 };
-use common::tls::Certificates;
-use common::{config, start_with, wait_for_open};
+use common::{start_with, wait_for_open};
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{
-    Config, Dispatch, Message, Outgoing, Routes, Server, WebSocket, WsContext, WsHandle,
-};
+use uppercut_mio_server::{Dispatch, Message, Outgoing, Routes, WebSocket, WsContext, WsHandle};
 
 /// The largest message a run sends: three times the high-water mark.
 const MAX: usize = 200_000;
@@ -27,45 +24,6 @@ const MAX: usize = 200_000;
 /// outbound limit (the 16 MiB message limit and 1 MiB), which would cut
 /// the member off.
 const WINDOW: u64 = 4 << 20;
-
-/// Plain TCP, or TLS with its certificates.
-struct Transport {
-    certificates: Option<Certificates>,
-    client: Option<Arc<rustls::ClientConfig>>,
-}
-
-impl Transport {
-    fn new(tls: bool, name: &str) -> Transport {
-        match tls {
-            false => Transport {
-                certificates: None,
-                client: None,
-            },
-            true => {
-                let certificates = Certificates::new(name);
-                let client = certificates.client_config();
-                Transport {
-                    certificates: Some(certificates),
-                    client: Some(client),
-                }
-            }
-        }
-    }
-
-    fn config(&self, dispatch: Dispatch) -> Config {
-        Config {
-            tls: self.certificates.as_ref().map(|c| c.files.clone()),
-            ..config(dispatch)
-        }
-    }
-
-    fn connect(&self, server: &Server, pace: Pace) -> Reader {
-        Reader::new(
-            connect(server.local_addr(), self.client.as_ref(), pace),
-            pace,
-        )
-    }
-}
 
 /// What the room's members and talkers tell it.
 #[derive(Debug)]
@@ -188,7 +146,7 @@ fn room_mail_arrives_intact(dispatch: Dispatch, tls: bool) {
             std::thread::spawn(move || {
                 let mut rng = Rng::new(stream as u64);
                 for (seq, len) in sizes.into_iter().enumerate() {
-                    let text = common::integrity::message(stream as u32, seq as u32, len);
+                    let text = message(stream as u32, seq as u32, len);
                     let mask = rng.next().to_le_bytes();
                     window.before_send(len);
                     talker.send(&client_frame(
