@@ -1,14 +1,18 @@
-//! Integrity: every byte and the order of every message, on each path
-//! where bytes cross a thread or wait for a socket, with sizes from one
-//! byte to past the output high-water mark, readers that stall, and
+//! Integrity of WebSocket mail: every byte and the order of every
+//! message, on each path by which bytes reach a WebSocket client from
+//! another thread (a room's broadcast through `WsHandle`s, `send_to` a
+//! `ws/N` address from another connection's actor, `Server::send` to it,
+//! `WsHandle::send` from a thread of the program's own), with sizes from
+//! one byte to past the output high-water mark, readers that stall, and
 //! senders on other pollers; in both dispatch modes, plain and over TLS.
+//! HTTP's paths are `tests/integrity_http.rs`.
 //!
 //! A short run here; `scripts/integrity.sh` runs the same tests for
 //! minutes, over many seeds (`INTEGRITY_SEED`, `INTEGRITY_ROUNDS`).
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use common::integrity::{
     client_frame, message, read_frame, rounds, seed, sizes, upgrade, Expected, Pace, Reader, Rng,
@@ -178,4 +182,189 @@ fn room_mail_arrives_intact_over_tls(dispatch: Dispatch) {
 in_both_modes!(
     room_mail_arrives_intact_plain,
     room_mail_arrives_intact_over_tls
+);
+
+/// Mail for a target: a message its `on_mail` writes.
+#[derive(Debug)]
+struct Deliver(Outgoing);
+
+/// A target writes the messages mailed to it, and tells the test its
+/// address (its first message) and its handle.
+struct Target {
+    opened: mpsc::Sender<WsHandle>,
+}
+
+impl WebSocket for Target {
+    fn on_open(&mut self, context: &mut WsContext<'_>) {
+        let address = context.address().to_string();
+        context.send_text(&address);
+        let _ = self.opened.send(context.handle());
+    }
+
+    fn on_message(&mut self, _message: Message<'_>, _context: &mut WsContext<'_>) {}
+
+    fn on_mail(&mut self, envelope: Envelope, context: &mut WsContext<'_>) {
+        if let Ok(deliver) = envelope.message.downcast::<Deliver>() {
+            context.send(&deliver.0);
+        }
+    }
+}
+
+/// A relay sends each message its client names (`STREAM SEQ LEN`) to
+/// every target by address, as mail from its own connection's actor;
+/// `to ADDRESS...` names the targets first. It writes nothing to its
+/// client.
+#[derive(Default)]
+struct Relay {
+    targets: Vec<String>,
+}
+
+impl WebSocket for Relay {
+    fn on_message(&mut self, message: Message<'_>, context: &mut WsContext<'_>) {
+        let Message::Text(text) = message else {
+            return;
+        };
+        if let Some(targets) = text.strip_prefix("to ") {
+            self.targets = targets.split(' ').map(String::from).collect();
+            return;
+        }
+        let numbers: Vec<usize> = text.split(' ').filter_map(|n| n.parse().ok()).collect();
+        let &[stream, seq, len] = &numbers[..] else {
+            panic!("a relay command: {text:?}");
+        };
+        let text = String::from_utf8(message_of(stream, seq, len)).expect("letters");
+        let outgoing = Outgoing::text(text);
+        for target in &self.targets {
+            context.send_to(target, Deliver(outgoing.clone()));
+        }
+    }
+}
+
+fn message_of(stream: usize, seq: usize, len: usize) -> Vec<u8> {
+    message(stream as u32, seq as u32, len)
+}
+
+/// The streams each target hears, by who sends them.
+const RELAYED: [usize; 2] = [0, 1];
+const BY_SERVER_SEND: usize = 2;
+const BY_HANDLE: usize = 3;
+
+/// Two targets, one on each poller, both reading slowly, are mailed four
+/// streams at once: one from a relay on each poller (`send_to` a `ws/N`
+/// address: the target's `on_mail` writes it, so one of the two crosses
+/// pollers), one through `Server::send` to their addresses from a test
+/// thread, and one through their `WsHandle`s from another test thread.
+/// Each target gets every message of every stream, whole and in order.
+fn mail_from_every_sender_arrives_intact(dispatch: Dispatch, tls: bool) {
+    let seed = seed();
+    let transport = Transport::new(tls, &format!("mail-{}-{tls}", dispatch.name()));
+    let (opened, handles) = mpsc::channel();
+    let routes = Routes::new()
+        .websocket("/target", move |_| Target {
+            opened: opened.clone(),
+        })
+        .websocket("/relay", |_| Relay::default());
+    let server = start_with(&transport.config(dispatch), routes);
+    // Opened one after another, each pair splits over the two pollers.
+    let mut targets = Vec::new();
+    let mut addresses = Vec::new();
+    for _ in 0..2 {
+        let mut target = transport.connect(&server, Pace::SLOW);
+        upgrade(&mut target, "/target");
+        let address = read_frame(&mut target).payload;
+        addresses.push(String::from_utf8(address).expect("an address"));
+        targets.push(target);
+    }
+    let mut by_handle: Vec<WsHandle> = (0..2)
+        .map(|_| handles.recv_timeout(common::IO_TIMEOUT).expect("a handle"))
+        .collect();
+    by_handle.sort_by_key(|handle| addresses.iter().position(|a| a == handle.address()));
+    let relays: Vec<Reader> = RELAYED
+        .iter()
+        .map(|_| {
+            let mut relay = transport.connect(&server, Pace::Fast);
+            upgrade(&mut relay, "/relay");
+            let to = format!("to {}", addresses.join(" "));
+            relay.send(&client_frame(1, to.as_bytes(), [1, 2, 3, 4]));
+            relay
+        })
+        .collect();
+    wait_for_open(&server, 4);
+    assert_eq!(server.connections_per_poller(), vec![2, 2], "both pollers");
+    let mut rng = Rng::new(seed);
+    let streams: Vec<Vec<usize>> = (0..4)
+        .map(|_| sizes(&mut rng, 40 * rounds(), MAX))
+        .collect();
+    let window = Window::new(targets.len(), WINDOW);
+    let listeners: Vec<_> = targets
+        .into_iter()
+        .enumerate()
+        .map(|(i, target)| {
+            let expected = Expected::new(streams.clone(), seed);
+            let name = format!(
+                "target {i} (streams 0 and 1 by send_to, {BY_SERVER_SEND} by Server::send, \
+                 {BY_HANDLE} by WsHandle::send)"
+            );
+            let window = (Arc::clone(&window), i);
+            std::thread::spawn(move || listen(target, expected, window, name))
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for (relay, stream) in relays.into_iter().zip(RELAYED) {
+            let (sizes, window) = (&streams[stream], &window);
+            scope.spawn(move || {
+                let mut relay = relay;
+                let mut rng = Rng::new(seed ^ stream as u64);
+                for (seq, &len) in sizes.iter().enumerate() {
+                    let mask = rng.next().to_le_bytes();
+                    window.before_send(len);
+                    let command = format!("{stream} {seq} {len}");
+                    relay.send(&client_frame(
+                        1,
+                        command.as_bytes(),
+                        [mask[0], mask[1], mask[2], mask[3]],
+                    ));
+                }
+            });
+        }
+        let (sizes, window, by_handle) = (&streams[BY_HANDLE], &window, &by_handle);
+        scope.spawn(move || {
+            for (seq, &len) in sizes.iter().enumerate() {
+                let text = String::from_utf8(message_of(BY_HANDLE, seq, len));
+                let outgoing = Outgoing::text(text.expect("letters"));
+                window.before_send(len);
+                for handle in by_handle {
+                    assert!(handle.send(outgoing.clone()), "{handle:?} took the message");
+                }
+            }
+        });
+        // This thread, meanwhile, through the server (which stays here:
+        // it is not shared between threads).
+        for (seq, &len) in streams[BY_SERVER_SEND].iter().enumerate() {
+            let text = String::from_utf8(message_of(BY_SERVER_SEND, seq, len));
+            let outgoing = Outgoing::text(text.expect("letters"));
+            window.before_send(len);
+            for address in &addresses {
+                server.send(address, Envelope::of(Deliver(outgoing.clone())));
+            }
+        }
+    });
+    for listener in listeners {
+        if let Err(panic) = listener.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+fn mail_from_every_sender_arrives_intact_plain(dispatch: Dispatch) {
+    mail_from_every_sender_arrives_intact(dispatch, false);
+}
+
+fn mail_from_every_sender_arrives_intact_over_tls(dispatch: Dispatch) {
+    mail_from_every_sender_arrives_intact(dispatch, true);
+}
+
+in_both_modes!(
+    mail_from_every_sender_arrives_intact_plain,
+    mail_from_every_sender_arrives_intact_over_tls
 );
