@@ -5,6 +5,7 @@
 
 pub mod alloc;
 pub mod integrity;
+pub mod integrity_http;
 pub mod process;
 pub mod tls;
 pub mod upstream;
