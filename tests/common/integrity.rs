@@ -105,8 +105,11 @@ pub fn sizes(rng: &mut Rng, count: usize, max: usize) -> Vec<usize> {
 
 /// Message `seq` of `stream`, `len` bytes of lower-case letters (valid
 /// UTF-8, so it travels as WebSocket text too), each byte known from the
-/// three: pieces of `PIECE` letters, each from a place in `letters` that
-/// a generator seeded with the stream and the sequence number picks. (A
+/// three. The first letter says the stream (`a` for 0, `b` for 1 and so
+/// on), so that no two streams' messages are alike however short (a
+/// reader of several streams could take one for another's); the rest are
+/// pieces of `PIECE` letters, each from a place in `letters` that a
+/// generator seeded with the stream and the sequence number picks. (A
 /// copy per piece rather than a draw per byte: as fast as the server, even
 /// in a debug build.)
 pub fn message(stream: u32, seq: u32, len: usize) -> Vec<u8> {
@@ -117,6 +120,9 @@ pub fn message(stream: u32, seq: u32, len: usize) -> Vec<u8> {
         let piece = (len - bytes.len()).min(PIECE);
         let at = rng.below((letters.len() - PIECE) as u64) as usize;
         bytes.extend_from_slice(&letters[at..at + piece]);
+    }
+    if let Some(first) = bytes.first_mut() {
+        *first = b'a' + (stream % 26) as u8;
     }
     bytes
 }
@@ -147,6 +153,8 @@ pub struct Expected {
 impl Expected {
     /// A reader of `streams`, each sending the sizes given in order.
     pub fn new(streams: Vec<Vec<usize>>, seed: u64) -> Expected {
+        // A message's first letter tells them apart.
+        assert!(streams.len() <= 26, "at most 26 streams");
         Expected {
             streams: streams.into_iter().map(|sizes| (sizes, 0)).collect(),
             seed,
@@ -174,7 +182,12 @@ impl Expected {
                 return;
             }
         }
-        let mut closest: Option<(u32, usize)> = None;
+        // The stream its first letter names, else the one it is most like.
+        let named = got
+            .first()
+            .map(|&first| usize::from(first.wrapping_sub(b'a')))
+            .filter(|&stream| stream < self.streams.len());
+        let mut closest: Option<(usize, usize)> = None;
         for (stream, (sizes, next)) in self.streams.iter().enumerate() {
             let Some(&len) = sizes.get(*next) else {
                 continue;
@@ -182,18 +195,25 @@ impl Expected {
             let want = message(stream as u32, *next as u32, len);
             let same = want.iter().zip(got).take_while(|(a, b)| a == b).count();
             if closest.is_none_or(|(_, best)| same > best) {
-                closest = Some((stream as u32, same));
+                closest = Some((stream, same));
             }
         }
-        let Some((stream, _)) = closest else {
+        let Some(stream) = named.or(closest.map(|(stream, _)| stream)) else {
             panic!(
                 "{reader}: a message of {} bytes after every stream ended (seed {})",
                 got.len(),
                 self.seed
             );
         };
-        let (sizes, next) = &self.streams[stream as usize];
-        let want = message(stream, *next as u32, sizes[*next]);
+        let (sizes, next) = &self.streams[stream];
+        let Some(&len) = sizes.get(*next) else {
+            panic!(
+                "{reader}: a message of {} bytes of stream {stream} after its last (seed {})",
+                got.len(),
+                self.seed
+            );
+        };
+        let want = message(stream as u32, *next as u32, len);
         panic!(
             "{reader}: message {next} of stream {stream} is wrong (seed {}): {}",
             self.seed,
