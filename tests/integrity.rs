@@ -18,6 +18,7 @@ use common::integrity::{
     client_frame, message, read_frame, rounds, seed, sizes, upgrade, Expected, Pace, Reader, Rng,
     Transport, Window,
 };
+use common::integrity_ws::{listen, relay_command, text_message, Deliver, Relay, Target, ToFeeder};
 use common::{start_with, wait_for_open};
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::{Dispatch, Message, Outgoing, Routes, WebSocket, WsContext, WsHandle};
@@ -84,17 +85,6 @@ impl WebSocket for Talker {
     }
 }
 
-/// Reads frames until every stream's messages came, checking each; the
-/// frames are final text frames.
-fn listen(mut reader: Reader, mut expected: Expected, window: (Arc<Window>, usize), name: String) {
-    while expected.remaining() > 0 {
-        let frame = read_frame(&mut reader);
-        assert_eq!(frame.head, 0x81, "{name}: a final text frame");
-        expected.check(&frame.payload, &name);
-        window.0.received(window.1, frame.payload.len());
-    }
-}
-
 /// A room whose members sit on both pollers, two of them reading slowly,
 /// hears two talkers (one on each poller) through the room's mail: each
 /// member gets every message of each talker, whole and in order.
@@ -138,7 +128,7 @@ fn room_mail_arrives_intact(dispatch: Dispatch, tls: bool) {
             let expected = Expected::new(streams.clone(), seed);
             let name = format!("member {i} ({:?})", paces[i]);
             let window = (Arc::clone(&window), i);
-            std::thread::spawn(move || listen(member, expected, window, name))
+            std::thread::spawn(move || listen(member, expected, Some(window), name))
         })
         .collect();
     let speakers: Vec<_> = talkers
@@ -184,66 +174,6 @@ in_both_modes!(
     room_mail_arrives_intact_over_tls
 );
 
-/// Mail for a target: a message its `on_mail` writes.
-#[derive(Debug)]
-struct Deliver(Outgoing);
-
-/// A target writes the messages mailed to it, and tells the test its
-/// address (its first message) and its handle.
-struct Target {
-    opened: mpsc::Sender<WsHandle>,
-}
-
-impl WebSocket for Target {
-    fn on_open(&mut self, context: &mut WsContext<'_>) {
-        let address = context.address().to_string();
-        context.send_text(&address);
-        let _ = self.opened.send(context.handle());
-    }
-
-    fn on_message(&mut self, _message: Message<'_>, _context: &mut WsContext<'_>) {}
-
-    fn on_mail(&mut self, envelope: Envelope, context: &mut WsContext<'_>) {
-        if let Ok(deliver) = envelope.message.downcast::<Deliver>() {
-            context.send(&deliver.0);
-        }
-    }
-}
-
-/// A relay sends each message its client names (`STREAM SEQ LEN`) to
-/// every target by address, as mail from its own connection's actor;
-/// `to ADDRESS...` names the targets first. It writes nothing to its
-/// client.
-#[derive(Default)]
-struct Relay {
-    targets: Vec<String>,
-}
-
-impl WebSocket for Relay {
-    fn on_message(&mut self, message: Message<'_>, context: &mut WsContext<'_>) {
-        let Message::Text(text) = message else {
-            return;
-        };
-        if let Some(targets) = text.strip_prefix("to ") {
-            self.targets = targets.split(' ').map(String::from).collect();
-            return;
-        }
-        let numbers: Vec<usize> = text.split(' ').filter_map(|n| n.parse().ok()).collect();
-        let &[stream, seq, len] = &numbers[..] else {
-            panic!("a relay command: {text:?}");
-        };
-        let text = String::from_utf8(message_of(stream, seq, len)).expect("letters");
-        let outgoing = Outgoing::text(text);
-        for target in &self.targets {
-            context.send_to(target, Deliver(outgoing.clone()));
-        }
-    }
-}
-
-fn message_of(stream: usize, seq: usize, len: usize) -> Vec<u8> {
-    message(stream as u32, seq as u32, len)
-}
-
 /// The streams each target hears, by who sends them.
 const RELAYED: [usize; 2] = [0, 1];
 const BY_SERVER_SEND: usize = 2;
@@ -258,10 +188,10 @@ const BY_HANDLE: usize = 3;
 fn mail_from_every_sender_arrives_intact(dispatch: Dispatch, tls: bool) {
     let seed = seed();
     let transport = Transport::new(tls, &format!("mail-{}-{tls}", dispatch.name()));
-    let (opened, handles) = mpsc::channel();
+    let (feeder, opened) = mpsc::channel();
     let routes = Routes::new()
         .websocket("/target", move |_| Target {
-            opened: opened.clone(),
+            feeder: feeder.clone(),
         })
         .websocket("/relay", |_| Relay::default());
     let server = start_with(&transport.config(dispatch), routes);
@@ -276,7 +206,10 @@ fn mail_from_every_sender_arrives_intact(dispatch: Dispatch, tls: bool) {
         targets.push(target);
     }
     let mut by_handle: Vec<WsHandle> = (0..2)
-        .map(|_| handles.recv_timeout(common::IO_TIMEOUT).expect("a handle"))
+        .map(|_| match opened.recv_timeout(common::IO_TIMEOUT) {
+            Ok(ToFeeder::Opened(handle)) => handle,
+            other => panic!("a target's handle, not {other:?}"),
+        })
         .collect();
     by_handle.sort_by_key(|handle| addresses.iter().position(|a| a == handle.address()));
     let relays: Vec<Reader> = RELAYED
@@ -306,7 +239,7 @@ fn mail_from_every_sender_arrives_intact(dispatch: Dispatch, tls: bool) {
                  {BY_HANDLE} by WsHandle::send)"
             );
             let window = (Arc::clone(&window), i);
-            std::thread::spawn(move || listen(target, expected, window, name))
+            std::thread::spawn(move || listen(target, expected, Some(window), name))
         })
         .collect();
     std::thread::scope(|scope| {
@@ -318,7 +251,7 @@ fn mail_from_every_sender_arrives_intact(dispatch: Dispatch, tls: bool) {
                 for (seq, &len) in sizes.iter().enumerate() {
                     let mask = rng.next().to_le_bytes();
                     window.before_send(len);
-                    let command = format!("{stream} {seq} {len}");
+                    let command = relay_command(stream, seq, len);
                     relay.send(&client_frame(
                         1,
                         command.as_bytes(),
@@ -330,8 +263,7 @@ fn mail_from_every_sender_arrives_intact(dispatch: Dispatch, tls: bool) {
         let (sizes, window, by_handle) = (&streams[BY_HANDLE], &window, &by_handle);
         scope.spawn(move || {
             for (seq, &len) in sizes.iter().enumerate() {
-                let text = String::from_utf8(message_of(BY_HANDLE, seq, len));
-                let outgoing = Outgoing::text(text.expect("letters"));
+                let outgoing = text_message(BY_HANDLE, seq, len);
                 window.before_send(len);
                 for handle in by_handle {
                     assert!(handle.send(outgoing.clone()), "{handle:?} took the message");
@@ -341,8 +273,7 @@ fn mail_from_every_sender_arrives_intact(dispatch: Dispatch, tls: bool) {
         // This thread, meanwhile, through the server (which stays here:
         // it is not shared between threads).
         for (seq, &len) in streams[BY_SERVER_SEND].iter().enumerate() {
-            let text = String::from_utf8(message_of(BY_SERVER_SEND, seq, len));
-            let outgoing = Outgoing::text(text.expect("letters"));
+            let outgoing = text_message(BY_SERVER_SEND, seq, len);
             window.before_send(len);
             for address in &addresses {
                 server.send(address, Envelope::of(Deliver(outgoing.clone())));

@@ -303,6 +303,20 @@ impl Transport {
         }
     }
 
+    /// A client's only, of a server started elsewhere: TLS with `client`,
+    /// or plain TCP.
+    pub fn client(client: Option<Arc<ClientConfig>>) -> Transport {
+        Transport {
+            certificates: None,
+            client,
+        }
+    }
+
+    /// The certificates a server of this transport serves with.
+    pub fn certificates(&self) -> Option<&Certificates> {
+        self.certificates.as_ref()
+    }
+
     /// Two pollers in `dispatch` mode, serving over this transport.
     pub fn config(&self, dispatch: Dispatch) -> Config {
         Config {

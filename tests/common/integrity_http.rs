@@ -6,10 +6,7 @@
 //! part (a range of a static file) or as a JSON string (what `/io` passes
 //! on), so a body that is cut, moved or mixed with another shows where.
 //!
-//! The routes the runs ask (`routes`): an actor route to each kind of
-//! actor the server owns, a handler and a blocking handler, each answering
-//! with the message the request names (`?s=STREAM&n=SEQ&len=LEN`), and
-//! canned bodies.
+//! What the server answers with is `integrity_serve`.
 //!
 //! An actor's answer that comes while the responses before it still wait
 //! in the server is what the runs are after. Two shapes make it common:
@@ -20,13 +17,8 @@
 //! batch waits for the reader.
 
 use std::ops::Range;
-use std::sync::mpsc;
-use std::time::Duration;
 
-use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{
-    ActorRequest, ActorResponse, CannedResponse, Method, Request, Response, Routes, Server,
-};
+use uppercut_mio_server::Server;
 
 use super::integrity::{
     difference, message, rounds, sizes, Pace, Reader, Rng, Transport, HIGH_WATER,
@@ -61,18 +53,25 @@ pub enum Body {
     },
     /// That message as a JSON value of `len` bytes (`json_message`).
     Json { stream: u32, seq: u32, len: usize },
+    /// Of the length the response's head gives, `json_message(stream,
+    /// len, len)`: an answer whose size the asker does not choose.
+    JsonOfItsLength { stream: u32 },
 }
 
 impl Body {
+    /// The length, or for `JsonOfItsLength` what to count it as in flight.
     pub fn len(&self) -> usize {
         match self {
             Body::Message { len, .. } | Body::Json { len, .. } => *len,
             Body::Part { range, .. } => range.len(),
+            Body::JsonOfItsLength { .. } => HIGH_WATER,
         }
     }
 
-    pub fn bytes(&self) -> Vec<u8> {
+    /// The bytes, given the length the response's head says.
+    pub fn bytes(&self, said: usize) -> Vec<u8> {
         match *self {
+            Body::JsonOfItsLength { stream } => json_message(stream, said as u32, said),
             Body::Message { stream, seq, len } => message(stream, seq, len),
             Body::Part {
                 stream,
@@ -159,11 +158,17 @@ pub fn pipeline(reader: &mut Reader, exchanges: &[Exchange], name: &str, seed: u
             format!("{name}: response {index} ({line}, seed {seed})")
         };
         let got = reader.until(b"\r\n\r\n");
-        if let Err(wrong) = date.check(&got, &exchange.head) {
+        let len = match exchange.body {
+            Body::JsonOfItsLength { .. } => content_length(&got)
+                .unwrap_or_else(|| panic!("{}: no length in {:?}", what(), text(&got))),
+            _ => exchange.body.len(),
+        };
+        let template = exchange.head.replace("{len}", &len.to_string());
+        if let Err(wrong) = date.check(&got, &template) {
             panic!("{}: {wrong}", what());
         }
-        let body = reader.exactly(exchange.body.len());
-        let want = exchange.body.bytes();
+        let body = reader.exactly(len);
+        let want = exchange.body.bytes(len);
         if body != want {
             panic!(
                 "{}: the body is wrong: {}",
@@ -173,6 +178,13 @@ pub fn pipeline(reader: &mut Reader, exchanges: &[Exchange], name: &str, seed: u
         }
         ahead -= exchange.body.len();
     }
+}
+
+/// The `Content-Length` of a response head.
+fn content_length(head: &[u8]) -> Option<usize> {
+    let head = text(head);
+    let value = head.split("\r\nContent-Length: ").nth(1)?;
+    value.split("\r\n").next()?.parse().ok()
 }
 
 /// Checks heads against their templates, and each new Date once.
@@ -251,66 +263,6 @@ pub fn burst() -> Vec<Exchange> {
     vec![largest; BURST.div_ceil(CANNED[CANNED.len() - 1])]
 }
 
-/// What a request for a body asks: `?s=STREAM&n=SEQ&len=LEN`.
-fn asked(request: &Request<'_>) -> Option<(u32, u32, usize)> {
-    let number = |name| request.query_param(name)?.parse().ok();
-    Some((number("s")?, number("n")?, number("len")? as usize))
-}
-
-/// How long an answer from another thread takes: a moment that varies
-/// with the message (up to 300 µs), so that answers land at different
-/// points of a stalled reader's progress (a load shape, as the reader's
-/// stalls are).
-fn pause(seq: u32) -> Duration {
-    Duration::from_micros(u64::from(seq % 4) * 100)
-}
-
-/// Answers each request with the message it asks for. On a poller: now,
-/// or for every other message from another thread (a relay the run
-/// starts, after a `pause`), so that the answer comes back through the
-/// poller's reply queue. On a blocking thread: after a `pause`.
-struct Blob {
-    relay: mpsc::Sender<(ActorRequest, ActorResponse)>,
-    blocking: bool,
-}
-
-impl AnyActor for Blob {
-    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
-        let Ok(request) = envelope.message.downcast::<ActorRequest>() else {
-            return;
-        };
-        // A request that asks for nothing is dropped: a 502 no run expects.
-        let Some((stream, seq, len)) = asked(&request.request()) else {
-            return;
-        };
-        let response = ActorResponse::text(message(stream, seq, len));
-        if self.blocking {
-            std::thread::sleep(pause(seq));
-            request.respond(response);
-        } else if seq % 2 == 1 {
-            let _ = self.relay.send((*request, response));
-        } else {
-            request.respond(response);
-        }
-    }
-}
-
-/// The handlers: the message the request asks for; on a blocking thread,
-/// after a `pause`.
-fn blob_handler(blocking: bool) -> impl Fn(&Request<'_>, &mut Response<'_>) + Send + Sync {
-    move |request, response| {
-        let Some((stream, seq, len)) = asked(request) else {
-            let _ = response.set_status(400);
-            return;
-        };
-        if blocking {
-            std::thread::sleep(pause(seq));
-        }
-        let _ = response.header("Content-Type", "text/plain; charset=utf-8");
-        response.body(&message(stream, seq, len));
-    }
-}
-
 /// Where a request for a body goes.
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
@@ -337,7 +289,7 @@ impl Kind {
         Kind::BlockingHandler,
     ];
 
-    fn path(self) -> &'static str {
+    pub fn path(self) -> &'static str {
         match self {
             Kind::Shared => "/shared",
             Kind::PerPoller => "/per-poller",
@@ -357,47 +309,6 @@ impl Kind {
         let target = format!("{}?s={stream}&n={seq}&len={len}", self.path());
         Exchange::get(&target, TEXT, Body::Message { stream, seq, len })
     }
-}
-
-/// Every route the runs ask: an actor route to each kind of actor, the
-/// handlers, and the canned bodies.
-pub fn routes() -> Routes {
-    let (relay, answers) = mpsc::channel::<(ActorRequest, ActorResponse)>();
-    // Ends once the server has dropped its actors (and so every sender).
-    std::thread::spawn(move || {
-        for (request, response) in answers {
-            let seq = asked(&request.request()).map_or(0, |(_, seq, _)| seq);
-            std::thread::sleep(pause(seq));
-            request.respond(response);
-        }
-    });
-    let blob = move |blocking| {
-        let relay = relay.clone();
-        move |_| Blob {
-            relay: relay.clone(),
-            blocking,
-        }
-    };
-    let mut routes = Routes::new()
-        .actor(&[Method::Get], Kind::Shared.path(), "shared")
-        .spawn("shared", blob(false)(0))
-        .actor(&[Method::Get], Kind::PerPoller.path(), "per-poller")
-        .spawn_per_poller("per-poller", blob(false))
-        .actor(&[Method::Get], Kind::Blocking.path(), "blocking")
-        .spawn_blocking("blocking", 2, blob(true))
-        .handler(&[Method::Get], Kind::Inline.path(), blob_handler(false))
-        .blocking_threads(2)
-        .blocking_handler(
-            &[Method::Get],
-            Kind::BlockingHandler.path(),
-            blob_handler(true),
-        );
-    for (i, &len) in CANNED.iter().enumerate() {
-        let body = message(CANNED_STREAM, i as u32, len);
-        let canned = CannedResponse::ok("text/plain", body);
-        routes = routes.route(&format!("/canned/{i}"), canned);
-    }
-    routes
 }
 
 /// Calls back to back in each round of a `plan`.
@@ -456,6 +367,16 @@ pub fn run_on_both_pollers(
         })
         .collect();
     assert_eq!(server.connections_per_poller(), vec![1, 1], "both pollers");
+    run_at_once(readers, pipelines, name, seed);
+}
+
+/// Each reader's pipeline (`pipelines(its index)`), all at the same time.
+pub fn run_at_once(
+    readers: Vec<Reader>,
+    pipelines: impl Fn(u32) -> Vec<Exchange>,
+    name: &str,
+    seed: u64,
+) {
     std::thread::scope(|scope| {
         let runs: Vec<_> = readers
             .into_iter()
@@ -472,4 +393,135 @@ pub fn run_on_both_pollers(
             }
         }
     });
+}
+
+/// Connection `stream`'s pipeline of calls: requests for bodies of the
+/// schedule's sizes to every kind of actor route, the inline handler and
+/// the canned routes, in an order the seed picks; then calls back to back.
+pub fn actor_pipeline(seed: u64, stream: u32) -> Vec<Exchange> {
+    let any_route = |rng: &mut Rng, seq, len| match rng.below(6) {
+        0 => Kind::Inline.exchange(stream, seq, len),
+        1 => any_canned(rng),
+        _ => Kind::any_call(rng).exchange(stream, seq, len),
+    };
+    let call = |rng: &mut Rng, seq, len| vec![Kind::any_call(rng).exchange(stream, seq, len)];
+    rounds_of(
+        &mut Rng::new(seed ^ u64::from(stream) << 32),
+        any_route,
+        call,
+    )
+}
+
+/// Static files: file K holds message K of stream 200.
+pub const STATIC_STREAM: u32 = 200;
+/// Their mtime: Sun, 06 Nov 1994 08:49:37 GMT.
+pub const MTIME: u64 = 784_111_777;
+
+/// A static directory's files, one per size of a schedule
+/// (`integrity_serve::write_files` writes them): file K, `/fK.bin`,
+/// holds message K of `STATIC_STREAM`.
+pub struct Files {
+    /// Each file's length, and the fields of its response but the length.
+    pub files: Vec<(usize, String)>,
+}
+
+impl Files {
+    pub fn new(rng: &mut Rng) -> Files {
+        let files = sizes(rng, 16 * rounds(), MAX)
+            .into_iter()
+            .enumerate()
+            .map(|(k, len)| {
+                let content = message(STATIC_STREAM, k as u32, len);
+                let fields = format!(
+                    "Content-Type: application/octet-stream\r\n\
+                     Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+                     ETag: {}\r\nAccept-Ranges: bytes\r\n",
+                    etag(&content)
+                );
+                (len, fields)
+            })
+            .collect();
+        Files { files }
+    }
+
+    /// `GET` file `k` whole.
+    pub fn whole(&self, k: usize) -> Exchange {
+        let (len, fields) = &self.files[k];
+        let body = Body::Message {
+            stream: STATIC_STREAM,
+            seq: k as u32,
+            len: *len,
+        };
+        Exchange::get(&format!("/f{k}.bin"), fields, body)
+    }
+
+    /// `GET` a range of file `k` that `rng` picks, at most `most` bytes.
+    pub fn part(&self, k: usize, rng: &mut Rng, most: usize) -> Exchange {
+        let (len, fields) = &self.files[k];
+        let mut range = some_range(rng, *len);
+        range.end = range.end.min(range.start.saturating_add(most));
+        let (first, last) = (range.start, range.end - 1);
+        Exchange {
+            request: format!(
+                "GET /f{k}.bin HTTP/1.1\r\nHost: t\r\nRange: bytes={first}-{last}\r\n\r\n"
+            ),
+            head: head(
+                "206 Partial Content",
+                &format!("{fields}Content-Range: bytes {first}-{last}/{len}\r\n"),
+                range.len(),
+            ),
+            body: Body::Part {
+                stream: STATIC_STREAM,
+                seq: k as u32,
+                len: *len,
+                range,
+            },
+        }
+    }
+
+    /// A file `rng` picks.
+    pub fn any(&self, rng: &mut Rng) -> usize {
+        rng.below(self.files.len() as u64) as usize
+    }
+
+    /// Connection `stream`'s pipeline: files of the schedule's sizes, whole
+    /// and in ranges, with a blocking handler's answers among them; then
+    /// calls back to back, each after a small range of a file.
+    pub fn pipeline(&self, seed: u64, stream: u32) -> Vec<Exchange> {
+        let any_file = |rng: &mut Rng, seq, len| match rng.below(6) {
+            0 => Kind::BlockingHandler.exchange(stream, seq, len),
+            1 => self.part(self.any(rng), rng, usize::MAX),
+            _ => self.whole(self.any(rng)),
+        };
+        let part_then_call = |rng: &mut Rng, seq, len| {
+            let part = self.part(self.any(rng), rng, 16 * 1024);
+            vec![part, Kind::BlockingHandler.exchange(stream, seq, len)]
+        };
+        let rng = &mut Rng::new(seed ^ u64::from(stream) << 32);
+        rounds_of(rng, any_file, part_then_call)
+    }
+}
+
+/// The strong ETag the server should give `content`: FNV-1a 64 in hex,
+/// computed here independently of the server's code.
+fn etag(content: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in content {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("\"{hash:016x}\"")
+}
+
+/// The fields of `/io`'s answer but the length.
+pub const JSON: &str = "Content-Type: application/json\r\n";
+
+/// `GET /io`, answered with a body of the length its head says
+/// (`Body::JsonOfItsLength`).
+pub fn io_of_its_length(stream: u32) -> Exchange {
+    Exchange {
+        request: "GET /io HTTP/1.1\r\nHost: t\r\n\r\n".to_string(),
+        head: head("200 OK", JSON, 0).replace("Content-Length: 0\r\n", "Content-Length: {len}\r\n"),
+        body: Body::JsonOfItsLength { stream },
+    }
 }

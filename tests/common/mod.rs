@@ -6,6 +6,8 @@
 pub mod alloc;
 pub mod integrity;
 pub mod integrity_http;
+pub mod integrity_serve;
+pub mod integrity_ws;
 pub mod process;
 pub mod tls;
 pub mod upstream;
