@@ -1,25 +1,27 @@
-//! Integrity: every byte and the order of every message, on each path
-//! where bytes cross a thread or wait for a socket, with sizes from one
-//! byte to past the output high-water mark, readers that stall, and
+//! Integrity of WebSocket mail: every byte and the order of every
+//! message, on each path by which bytes reach a WebSocket client from
+//! another thread (a room's broadcast through `WsHandle`s, `send_to` a
+//! `ws/N` address from another connection's actor, `Server::send` to it,
+//! `WsHandle::send` from a thread of the program's own), with sizes from
+//! one byte to past the output high-water mark, readers that stall, and
 //! senders on other pollers; in both dispatch modes, plain and over TLS.
+//! HTTP's paths are `tests/integrity_http.rs`.
 //!
 //! A short run here; `scripts/integrity.sh` runs the same tests for
 //! minutes, over many seeds (`INTEGRITY_SEED`, `INTEGRITY_ROUNDS`).
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use common::integrity::{
-    client_frame, connect, read_frame, rounds, seed, sizes, upgrade, Expected, Pace, Reader, Rng,
-    Window,
+    client_frame, message, read_frame, rounds, seed, sizes, upgrade, Expected, Pace, Reader, Rng,
+    Transport, Window,
 };
-use common::tls::Certificates;
-use common::{config, start_with, wait_for_open};
+use common::integrity_ws::{listen, relay_command, text_message, Deliver, Relay, Target, ToFeeder};
+use common::{start_with, wait_for_open};
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{
-    Config, Dispatch, Message, Outgoing, Routes, Server, WebSocket, WsContext, WsHandle,
-};
+use uppercut_mio_server::{Dispatch, Message, Outgoing, Routes, WebSocket, WsContext, WsHandle};
 
 /// The largest message a run sends: three times the high-water mark.
 const MAX: usize = 200_000;
@@ -27,45 +29,6 @@ const MAX: usize = 200_000;
 /// outbound limit (the 16 MiB message limit and 1 MiB), which would cut
 /// the member off.
 const WINDOW: u64 = 4 << 20;
-
-/// Plain TCP, or TLS with its certificates.
-struct Transport {
-    certificates: Option<Certificates>,
-    client: Option<Arc<rustls::ClientConfig>>,
-}
-
-impl Transport {
-    fn new(tls: bool, name: &str) -> Transport {
-        match tls {
-            false => Transport {
-                certificates: None,
-                client: None,
-            },
-            true => {
-                let certificates = Certificates::new(name);
-                let client = certificates.client_config();
-                Transport {
-                    certificates: Some(certificates),
-                    client: Some(client),
-                }
-            }
-        }
-    }
-
-    fn config(&self, dispatch: Dispatch) -> Config {
-        Config {
-            tls: self.certificates.as_ref().map(|c| c.files.clone()),
-            ..config(dispatch)
-        }
-    }
-
-    fn connect(&self, server: &Server, pace: Pace) -> Reader {
-        Reader::new(
-            connect(server.local_addr(), self.client.as_ref(), pace),
-            pace,
-        )
-    }
-}
 
 /// What the room's members and talkers tell it.
 #[derive(Debug)]
@@ -124,23 +87,6 @@ impl WebSocket for Talker {
     }
 }
 
-/// Reads frames until every stream's messages came, checking each; the
-/// frames are final text frames, but for the pings a member that only
-/// listens gets once it has been quiet for the keep-alive timeout (a run
-/// on a loaded machine can last that long), which it answers.
-fn listen(mut reader: Reader, mut expected: Expected, window: (Arc<Window>, usize), name: String) {
-    while expected.remaining() > 0 {
-        let frame = read_frame(&mut reader);
-        if frame.head == 0x89 {
-            reader.send(&client_frame(0xa, &frame.payload, [1, 2, 3, 4]));
-            continue;
-        }
-        assert_eq!(frame.head, 0x81, "{name}: a final text frame");
-        expected.check(&frame.payload, &name);
-        window.0.received(window.1, frame.payload.len());
-    }
-}
-
 /// A room whose members sit on both pollers, two of them reading slowly,
 /// hears two talkers (one on each poller) through the room's mail: each
 /// member gets every message of each talker, whole and in order.
@@ -184,7 +130,7 @@ fn room_mail_arrives_intact(dispatch: Dispatch, tls: bool) {
             let expected = Expected::new(streams.clone(), seed);
             let name = format!("member {i} ({:?})", paces[i]);
             let window = (Arc::clone(&window), i);
-            std::thread::spawn(move || listen(member, expected, window, name))
+            std::thread::spawn(move || listen(member, expected, Some(window), name))
         })
         .collect();
     let speakers: Vec<_> = talkers
@@ -196,7 +142,7 @@ fn room_mail_arrives_intact(dispatch: Dispatch, tls: bool) {
             std::thread::spawn(move || {
                 let mut rng = Rng::new(stream as u64);
                 for (seq, len) in sizes.into_iter().enumerate() {
-                    let text = common::integrity::message(stream as u32, seq as u32, len);
+                    let text = message(stream as u32, seq as u32, len);
                     let mask = rng.next().to_le_bytes();
                     window.before_send(len);
                     talker.send(&client_frame(
@@ -253,4 +199,132 @@ fn the_check_takes_any_interleaving_of_the_streams() {
 in_both_modes!(
     room_mail_arrives_intact_plain,
     room_mail_arrives_intact_over_tls
+);
+
+/// The streams each target hears, by who sends them.
+const RELAYED: [usize; 2] = [0, 1];
+const BY_SERVER_SEND: usize = 2;
+const BY_HANDLE: usize = 3;
+
+/// Two targets, one on each poller, both reading slowly, are mailed four
+/// streams at once: one from a relay on each poller (`send_to` a `ws/N`
+/// address: the target's `on_mail` writes it, so one of the two crosses
+/// pollers), one through `Server::send` to their addresses from a test
+/// thread, and one through their `WsHandle`s from another test thread.
+/// Each target gets every message of every stream, whole and in order.
+fn mail_from_every_sender_arrives_intact(dispatch: Dispatch, tls: bool) {
+    let seed = seed();
+    let transport = Transport::new(tls, &format!("mail-{}-{tls}", dispatch.name()));
+    let (feeder, opened) = mpsc::channel();
+    let routes = Routes::new()
+        .websocket("/target", move |_| Target {
+            feeder: feeder.clone(),
+        })
+        .websocket("/relay", |_| Relay::default());
+    let server = start_with(&transport.config(dispatch), routes);
+    // Opened one after another, each pair splits over the two pollers.
+    let mut targets = Vec::new();
+    let mut addresses = Vec::new();
+    for _ in 0..2 {
+        let mut target = transport.connect(&server, Pace::SLOW);
+        upgrade(&mut target, "/target");
+        let address = read_frame(&mut target).payload;
+        addresses.push(String::from_utf8(address).expect("an address"));
+        targets.push(target);
+    }
+    let mut by_handle: Vec<WsHandle> = (0..2)
+        .map(|_| match opened.recv_timeout(common::IO_TIMEOUT) {
+            Ok(ToFeeder::Opened(handle)) => handle,
+            other => panic!("a target's handle, not {other:?}"),
+        })
+        .collect();
+    by_handle.sort_by_key(|handle| addresses.iter().position(|a| a == handle.address()));
+    let relays: Vec<Reader> = RELAYED
+        .iter()
+        .map(|_| {
+            let mut relay = transport.connect(&server, Pace::Fast);
+            upgrade(&mut relay, "/relay");
+            let to = format!("to {}", addresses.join(" "));
+            relay.send(&client_frame(1, to.as_bytes(), [1, 2, 3, 4]));
+            relay
+        })
+        .collect();
+    wait_for_open(&server, 4);
+    assert_eq!(server.connections_per_poller(), vec![2, 2], "both pollers");
+    let mut rng = Rng::new(seed);
+    let streams: Vec<Vec<usize>> = (0..4)
+        .map(|_| sizes(&mut rng, 40 * rounds(), MAX))
+        .collect();
+    let window = Window::new(targets.len(), WINDOW);
+    let listeners: Vec<_> = targets
+        .into_iter()
+        .enumerate()
+        .map(|(i, target)| {
+            let expected = Expected::new(streams.clone(), seed);
+            let name = format!(
+                "target {i} (streams 0 and 1 by send_to, {BY_SERVER_SEND} by Server::send, \
+                 {BY_HANDLE} by WsHandle::send)"
+            );
+            let window = (Arc::clone(&window), i);
+            std::thread::spawn(move || listen(target, expected, Some(window), name))
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for (relay, stream) in relays.into_iter().zip(RELAYED) {
+            let (sizes, window) = (&streams[stream], &window);
+            scope.spawn(move || {
+                let mut relay = relay;
+                let mut rng = Rng::new(seed ^ stream as u64);
+                for (seq, &len) in sizes.iter().enumerate() {
+                    let mask = rng.next().to_le_bytes();
+                    window.before_send(len);
+                    let command = relay_command(stream, seq, len);
+                    relay.send(&client_frame(
+                        1,
+                        command.as_bytes(),
+                        [mask[0], mask[1], mask[2], mask[3]],
+                    ));
+                }
+            });
+        }
+        let (sizes, window, by_handle) = (&streams[BY_HANDLE], &window, &by_handle);
+        scope.spawn(move || {
+            for (seq, &len) in sizes.iter().enumerate() {
+                let outgoing = text_message(BY_HANDLE, seq, len);
+                window.before_send(len);
+                for handle in by_handle {
+                    assert!(handle.send(outgoing.clone()), "{handle:?} took the message");
+                }
+            }
+        });
+        // This thread, meanwhile, through the server (which stays here:
+        // it is not shared between threads).
+        for (seq, &len) in streams[BY_SERVER_SEND].iter().enumerate() {
+            let outgoing = text_message(BY_SERVER_SEND, seq, len);
+            window.before_send(len);
+            for address in &addresses {
+                server
+                    .send(address, Envelope::of(Deliver(outgoing.clone())))
+                    .expect("a local address takes mail");
+            }
+        }
+    });
+    for listener in listeners {
+        if let Err(panic) = listener.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+fn mail_from_every_sender_arrives_intact_plain(dispatch: Dispatch) {
+    mail_from_every_sender_arrives_intact(dispatch, false);
+}
+
+fn mail_from_every_sender_arrives_intact_over_tls(dispatch: Dispatch) {
+    mail_from_every_sender_arrives_intact(dispatch, true);
+}
+
+in_both_modes!(
+    mail_from_every_sender_arrives_intact_plain,
+    mail_from_every_sender_arrives_intact_over_tls
 );

@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::ClientConfig;
+use uppercut_mio_server::{Config, Dispatch, Server};
 
-use super::tls::TlsStream;
+use super::tls::{Certificates, TlsStream};
 use super::IO_TIMEOUT;
 
 /// The server's output high-water mark (`request_stream::OUTPUT_HIGH_WATER`):
@@ -104,27 +105,40 @@ pub fn sizes(rng: &mut Rng, count: usize, max: usize) -> Vec<usize> {
 
 /// Message `seq` of `stream`, `len` bytes of lower-case letters (valid
 /// UTF-8, so it travels as WebSocket text too), each byte known from the
-/// three. The first byte is the stream's own letter (`a` for stream 0),
-/// so no two streams ever send the same bytes: a reader that credits a
-/// message to the stream whose next message it equals cannot credit the
-/// wrong stream.
+/// three. The first letter says the stream (`a` for 0, `b` for 1 and so
+/// on), so that no two streams' messages are alike however short (a
+/// reader of several streams could take one for another's); the rest are
+/// pieces of `PIECE` letters, each from a place in `letters` that a
+/// generator seeded with the stream and the sequence number picks. (A
+/// copy per piece rather than a draw per byte: as fast as the server, even
+/// in a debug build.)
 pub fn message(stream: u32, seq: u32, len: usize) -> Vec<u8> {
-    assert!(stream < 26, "a letter per stream");
+    let letters = letters();
     let mut rng = Rng::new((u64::from(stream) << 32 | u64::from(seq)) ^ 0x05ee_d1e5_50dd_ba11);
     let mut bytes = Vec::with_capacity(len);
-    if len > 0 {
-        bytes.push(b'a' + stream as u8);
-    }
     while bytes.len() < len {
-        let word = rng.next();
-        for shift in 0..8 {
-            if bytes.len() == len {
-                break;
-            }
-            bytes.push(b'a' + ((word >> (shift * 8)) as u8) % 26);
-        }
+        let piece = (len - bytes.len()).min(PIECE);
+        let at = rng.below((letters.len() - PIECE) as u64) as usize;
+        bytes.extend_from_slice(&letters[at..at + piece]);
+    }
+    if let Some(first) = bytes.first_mut() {
+        *first = b'a' + (stream % 26) as u8;
     }
     bytes
+}
+
+/// The length of a message's pieces.
+const PIECE: usize = 64;
+
+/// 64 KiB of random lower-case letters, the same in every run.
+fn letters() -> &'static [u8] {
+    static LETTERS: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    LETTERS.get_or_init(|| {
+        let mut rng = Rng::new(0x1e77_e125);
+        (0..64 * 1024)
+            .map(|_| b'a' + (rng.next() % 26) as u8)
+            .collect()
+    })
 }
 
 /// What one reader expects: from each stream, its messages in order.
@@ -139,6 +153,8 @@ pub struct Expected {
 impl Expected {
     /// A reader of `streams`, each sending the sizes given in order.
     pub fn new(streams: Vec<Vec<usize>>, seed: u64) -> Expected {
+        // A message's first letter tells them apart.
+        assert!(streams.len() <= 26, "at most 26 streams");
         Expected {
             streams: streams.into_iter().map(|sizes| (sizes, 0)).collect(),
             seed,
@@ -157,42 +173,78 @@ impl Expected {
     /// exactly one of them. Panics, saying where the bytes first differ
     /// and what surrounds them, when it is none.
     pub fn check(&mut self, got: &[u8], reader: &str) {
-        let mut closest: Option<(u32, usize)> = None;
+        // Only a message of the same length can be it.
         for (stream, (sizes, next)) in self.streams.iter_mut().enumerate() {
+            if sizes.get(*next) == Some(&got.len())
+                && message(stream as u32, *next as u32, got.len()) == got
+            {
+                *next += 1;
+                return;
+            }
+        }
+        // The stream its first letter names, else the one it is most like.
+        let named = got
+            .first()
+            .map(|&first| usize::from(first.wrapping_sub(b'a')))
+            .filter(|&stream| stream < self.streams.len());
+        let mut closest: Option<(usize, usize)> = None;
+        for (stream, (sizes, next)) in self.streams.iter().enumerate() {
             let Some(&len) = sizes.get(*next) else {
                 continue;
             };
             let want = message(stream as u32, *next as u32, len);
-            if want == got {
-                *next += 1;
-                return;
-            }
             let same = want.iter().zip(got).take_while(|(a, b)| a == b).count();
             if closest.is_none_or(|(_, best)| same > best) {
-                closest = Some((stream as u32, same));
+                closest = Some((stream, same));
             }
         }
-        let Some((stream, at)) = closest else {
+        let Some(stream) = named.or(closest.map(|(stream, _)| stream)) else {
             panic!(
                 "{reader}: a message of {} bytes after every stream ended (seed {})",
                 got.len(),
                 self.seed
             );
         };
-        let (sizes, next) = &self.streams[stream as usize];
-        let want = message(stream, *next as u32, sizes[*next]);
-        let from = at.saturating_sub(8);
-        let nexts: Vec<usize> = self.streams.iter().map(|(_, next)| *next).collect();
+        let (sizes, next) = &self.streams[stream];
+        let Some(&len) = sizes.get(*next) else {
+            panic!(
+                "{reader}: a message of {} bytes of stream {stream} after its last (seed {})",
+                got.len(),
+                self.seed
+            );
+        };
+        let want = message(stream as u32, *next as u32, len);
         panic!(
-            "{reader}: message {next} of stream {stream} is wrong (seed {}): {} bytes, {} expected; \
-             first difference at byte {at}: got {:02x?}, expected {:02x?}; each stream's next: {nexts:?}",
+            "{reader}: message {next} of stream {stream} is wrong (seed {}): {}",
             self.seed,
-            got.len(),
-            want.len(),
-            &got[from.min(got.len())..(at + 16).min(got.len())],
-            &want[from.min(want.len())..(at + 16).min(want.len())],
+            difference(got, &want)
         );
     }
+}
+
+/// Where `got` first differs from `want`, the bytes around it, and what
+/// looks out of place after it: for the failure message of a check.
+pub fn difference(got: &[u8], want: &[u8]) -> String {
+    let at = want.iter().zip(got).take_while(|(a, b)| a == b).count();
+    let from = at.saturating_sub(8);
+    let mut said = format!(
+        "{} bytes, {} expected; first difference at byte {at}: got {:02x?}, expected {:02x?}",
+        got.len(),
+        want.len(),
+        &got[from.min(got.len())..(at + 16).min(got.len())],
+        &want[from.min(want.len())..(at + 16).min(want.len())],
+    );
+    // What usually lands inside a message written out of turn.
+    for marker in [&b"HTTP/1.1 "[..], &[0x81, 0x7e], &[0x81, 0x7f]] {
+        if let Some(found) = got[at.min(got.len())..]
+            .windows(marker.len())
+            .position(|w| w == marker)
+        {
+            said += &format!("; {marker:02x?} at byte {}", at + found);
+            break;
+        }
+    }
+    said
 }
 
 /// A byte stream a test reads and writes: plain TCP or TLS.
@@ -220,8 +272,73 @@ impl Pace {
     pub const SLOW: Pace = Pace::Slow {
         chunk: 1024,
         every: 16,
-        stall: Duration::from_millis(2),
+        stall: Duration::from_millis(1),
     };
+}
+
+/// Plain TCP, or TLS with its certificates: how a run's clients reach
+/// its server.
+pub struct Transport {
+    certificates: Option<Certificates>,
+    client: Option<Arc<ClientConfig>>,
+}
+
+impl Transport {
+    /// TLS with certificates of its own, named after `name` (unique per
+    /// test), or plain TCP.
+    pub fn new(tls: bool, name: &str) -> Transport {
+        match tls {
+            false => Transport {
+                certificates: None,
+                client: None,
+            },
+            true => {
+                let certificates = Certificates::new(name);
+                let client = certificates.client_config();
+                Transport {
+                    certificates: Some(certificates),
+                    client: Some(client),
+                }
+            }
+        }
+    }
+
+    /// A client's only, of a server started elsewhere: TLS with `client`,
+    /// or plain TCP.
+    pub fn client(client: Option<Arc<ClientConfig>>) -> Transport {
+        Transport {
+            certificates: None,
+            client,
+        }
+    }
+
+    /// The certificates a server of this transport serves with.
+    pub fn certificates(&self) -> Option<&Certificates> {
+        self.certificates.as_ref()
+    }
+
+    /// Two pollers in `dispatch` mode, serving over this transport.
+    pub fn config(&self, dispatch: Dispatch) -> Config {
+        Config {
+            tls: self.certificates.as_ref().map(|c| c.files.clone()),
+            ..super::config(dispatch)
+        }
+    }
+
+    /// A new connection to `server`, read at `pace`.
+    pub fn connect(&self, server: &Server, pace: Pace) -> Reader {
+        self.connect_to(server.local_addr(), pace)
+    }
+
+    /// A new connection to `addr`, read at `pace`.
+    pub fn connect_to(&self, addr: SocketAddr, pace: Pace) -> Reader {
+        Reader::new(connect(addr, self.client.as_ref(), pace), pace)
+    }
+
+    /// Whether this is TLS.
+    pub fn is_tls(&self) -> bool {
+        self.client.is_some()
+    }
 }
 
 /// A connection to `addr`, plain or over TLS; a slow reader's socket

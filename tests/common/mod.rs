@@ -6,6 +6,9 @@
 pub mod alloc;
 pub mod h2client;
 pub mod integrity;
+pub mod integrity_http;
+pub mod integrity_serve;
+pub mod integrity_ws;
 pub mod nats;
 pub mod process;
 pub mod tls;
