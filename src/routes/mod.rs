@@ -1,12 +1,13 @@
 //! What answers a request: the route table (canned, handler and actor
-//! routes), the request and response types routes see, and the static
-//! files served ahead of them.
+//! routes), the request and response types routes see, the middleware
+//! around them, and the static files served ahead of them.
 
 pub(crate) mod actor;
 pub(crate) mod actor_response;
 pub(crate) mod conditional;
 pub(crate) mod etag;
 pub(crate) mod handler;
+pub(crate) mod middleware;
 pub(crate) mod path_entry;
 pub(crate) mod path_pattern;
 pub(crate) mod percent;
