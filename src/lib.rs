@@ -24,7 +24,8 @@
 //!
 //! [`Middleware`] runs around the routes of a table ([`Routes::wrap`]) or
 //! of a path ([`Routes::wrap_at`]): its hooks may answer a request early
-//! or add fields to every response.
+//! or add fields to every response. [`Cors`] and [`RequestId`] are ready
+//! made.
 //!
 //! **Handlers and inline actors must not block.** They run on a poller, and
 //! while one runs, that poller serves none of its other connections: a
@@ -113,9 +114,11 @@ pub use http::response::{CannedResponse, ResponseError};
 pub use mail::{last_send_error, SendError, Subscribe, Unsubscribe};
 pub use routes::actor::ActorRequest;
 pub use routes::actor_response::ActorResponse;
+pub use routes::cors::Cors;
 pub use routes::handler::Response;
 pub use routes::middleware::{Exchange, Fields, Middleware};
 pub use routes::request::Request;
+pub use routes::request_id::RequestId;
 pub use routes::static_files::{StaticFilesError, StaticLimits};
 pub use routes::static_site::{LoadSummary, StaticSite};
 pub use routes::Routes;

@@ -128,7 +128,7 @@ impl<'a> Exchange<'a> {
     /// Names the request `id`, which the route sees as
     /// [`Request::request_id`] and the `after` hooks too; false (and
     /// nothing set) unless it is 1 to 128 ASCII letters, digits and
-    /// `-_.:;=+/@`.
+    /// `-_.:;=+/@`. [`RequestId`](crate::RequestId) sets it.
     pub fn set_request_id(&mut self, id: &str) -> bool {
         self.id.set(id.as_bytes())
     }

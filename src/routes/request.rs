@@ -66,8 +66,10 @@ impl<'a> Request<'a> {
     }
 
     /// The request's id, when a middleware's `before` gave it one
-    /// ([`Exchange::set_request_id`](crate::Exchange::set_request_id)),
-    /// for a handler or an actor to put in its own logs or pass on. `None` without one, and in
+    /// ([`Exchange::set_request_id`](crate::Exchange::set_request_id); the
+    /// ready-made [`RequestId`](crate::RequestId) takes the client's
+    /// `X-Request-Id` or makes one and sends it back), for a handler or an
+    /// actor to put in its own logs or pass on. `None` without one, and in
     /// a `before` hook itself (its `Exchange` has the id so far).
     pub fn request_id(&self) -> Option<&'a str> {
         self.request_id
