@@ -440,3 +440,35 @@ fn a_pattern_scope_is_refused_at_start() {
         Ok(_) => panic!("a pattern scope was accepted"),
     }
 }
+
+/// `--cors` and `--request-id` (`Config::cors`, `Config::request_id`) wrap
+/// every route, the request id first and both ahead of the table's own.
+#[test]
+fn the_configured_cors_and_request_id_come_first() {
+    let mut config = config(Dispatch::Local);
+    config.cors = vec![ORIGIN.into()];
+    config.request_id = true;
+    let server = start_with(
+        &config,
+        Routes::new().route("/", hello()).wrap(Trace("own")),
+    );
+    let mut client = Client::connect(server.local_addr());
+    let preflight = format!(
+        "Origin: {ORIGIN}\r\nAccess-Control-Request-Method: PUT\r\n\
+         Access-Control-Request-Headers: x-custom\r\nX-Request-Id: c-1\r\n"
+    );
+    // Answered before the table's own middleware ran: no `X-Trace`.
+    let answered = "HTTP/1.1 204 No Content\r\nServer: uppercut-mio-server\r\n\
+        Access-Control-Allow-Methods: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS\r\n\
+        Access-Control-Allow-Headers: x-custom\r\nAccess-Control-Max-Age: 600\r\n\
+        Date: {date}\r\nX-Request-Id: c-1\r\nAccess-Control-Allow-Origin: https://app.example\r\n\
+        Vary: Origin, Access-Control-Request-Method, Access-Control-Request-Headers\r\n\r\n";
+    assert_response(&get(&mut client, "OPTIONS", "/", &preflight), answered);
+    let fields = "X-Request-Id: c-2\r\nAccess-Control-Allow-Origin: https://app.example\r\n\
+        Vary: Origin\r\nX-Trace: own\r\n";
+    let simple = format!("Origin: {ORIGIN}\r\nX-Request-Id: c-2\r\n");
+    assert_response(
+        &get(&mut client, "GET", "/", &simple),
+        &with_fields(HELLO, fields),
+    );
+}

@@ -498,6 +498,14 @@ impl Routes {
         self
     }
 
+    /// Runs `middleware` around every route ahead of all added so far
+    /// (the server's own, from its configuration).
+    pub(crate) fn wrap_first(mut self, middleware: Arc<dyn Middleware>) -> Routes {
+        let added = self.middleware.add(None, middleware, true);
+        debug_assert!(added.is_ok(), "every request is a scope");
+        self
+    }
+
     /// The chain of middleware `head` passes (0: none), looked at only
     /// when the table has middleware.
     pub(crate) fn chain_for(&self, head: &RequestHead) -> ChainIndex {
