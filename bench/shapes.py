@@ -33,10 +33,12 @@ class Shape:
         # An open-loop load fixes the request rate, so latency is what differs.
         self.open_loop = tool == "oha"
 
-    def argv(self, duration, url, oha="oha"):
+    def argv(self, duration, url, oha="oha", headers=()):
+        # wrk and oha both take a request header field as -H "Name: value".
+        options = [*self.options, *(arg for field in headers for arg in ("-H", field))]
         if self.tool == "oha":
-            return oha_argv(oha, self.options, duration, url)
-        return wrk_argv(self.options, duration, self.script, url)
+            return oha_argv(oha, options, duration, url)
+        return wrk_argv(options, duration, self.script, url)
 
     def display(self, duration, url="URL"):
         """The load command as a user would type it (oha without its full path)."""
@@ -131,8 +133,8 @@ def run_rounds(shapes, servers, rounds, measure_one, overhead):
     return results
 
 
-def run_load(shape, url, duration, oha):
-    argv = shape.argv(duration, url, oha)
+def run_load(shape, url, duration, oha, headers=()):
+    argv = shape.argv(duration, url, oha, headers)
     if shape.tool == "oha":
         return run_oha(argv, duration)
     return run_wrk(argv, duration)

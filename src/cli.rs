@@ -29,6 +29,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
                            [--tls-cert PATH --tls-key PATH] [--header 'NAME: VALUE']...
+                           [--cors ORIGIN]... [--request-id]
                            [--access-log PATH|-] [--metrics ADDR:PORT]
                            [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
@@ -81,6 +82,11 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
   --header 'NAME: VALUE'    add this header field to every response (canned, static,
                             handler, actor and error alike); repeat for more, e.g.
                             --header 'Strict-Transport-Security: max-age=63072000'
+  --cors ORIGIN             let browsers on ORIGIN (https://app.example[:PORT], or *
+                            for any) read every response: preflights answered 204,
+                            Access-Control-Allow-Origin added; repeat for more
+  --request-id              give every request an id (its valid X-Request-Id, or a
+                            new one), sent back in X-Request-Id
   --access-log PATH|-       append a line per request to PATH (- for stdout), in
                             the combined log format (default: no access log)
   --metrics ADDR:PORT       serve GET /metrics (Prometheus text format: per-poller
@@ -182,6 +188,27 @@ fn header_field(flag: &str, text: &str) -> Result<(String, String), String> {
     Ok(field)
 }
 
+/// An origin as a browser sends it in `Origin` (`scheme://host[:port]`,
+/// no path), or `*`.
+fn origin(flag: &str, text: &str) -> Result<String, String> {
+    let well_formed = text == "*"
+        || text.split_once("://").is_some_and(|(scheme, rest)| {
+            !scheme.is_empty()
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+                && !rest.is_empty()
+                && !rest.contains('/')
+                && rest.bytes().all(|b| b.is_ascii_graphic())
+        });
+    match well_formed {
+        true => Ok(text.to_string()),
+        false => Err(format!(
+            "{flag}: not an origin (https://app.example, http://localhost:3000) or *: {text}"
+        )),
+    }
+}
+
 /// Parses the arguments after the program name; `Err` says, in one line,
 /// what is wrong. Both `--flag value` and `--flag=value` are accepted.
 pub fn parse_args<I>(args: I) -> Result<Command, String>
@@ -262,6 +289,11 @@ where
             "--tls-cert" => tls_cert = Some(path(&flag, os_value()?)?),
             "--tls-key" => tls_key = Some(path(&flag, os_value()?)?),
             "--header" => config.headers.push(header_field(&flag, &value()?)?),
+            "--cors" => config.cors.push(origin(&flag, &value()?)?),
+            "--request-id" => {
+                no_value(&mut parser, &flag)?;
+                config.request_id = true;
+            }
             "--upstream" => upstream_url = Some(value()?),
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
             "--upstream-timeout" => upstream_timeout = Some(timeout(&flag, &value()?)?),

@@ -188,6 +188,16 @@ pub struct Config {
     /// (`Content-Length`, `Transfer-Encoding`, `Date`, `Server`,
     /// `Connection`, `Content-Type`).
     pub headers: Vec<(String, String)>,
+    /// Origins whose browsers may read every response (`--cors ORIGIN`):
+    /// each as a browser sends it in `Origin` (`https://app.example`), or
+    /// `*` for any. Non-empty, every route is wrapped in a
+    /// [`Cors`](crate::Cors) that allows them with every method a route
+    /// can take and any request header, preflights kept 10 minutes.
+    pub cors: Vec<String>,
+    /// Give every request an id (`--request-id`): a
+    /// [`RequestId`](crate::RequestId) around every route, ahead of all
+    /// other middleware.
+    pub request_id: bool,
     /// Join a cluster of servers over NATS (`--nats`); without it, every
     /// actor is local and `name@node` addresses are refused.
     pub cluster: Option<ClusterConfig>,
@@ -354,6 +364,8 @@ impl Default for Config {
             ws_max_message: crate::websocket::DEFAULT_MAX_MESSAGE,
             tls: None,
             headers: Vec::new(),
+            cors: Vec::new(),
+            request_id: false,
             cluster: None,
             actor_routes: Vec::new(),
             http2: true,

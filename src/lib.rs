@@ -22,6 +22,11 @@
 //! Each keeps its uppercut address: other actors reach it there, and
 //! [`Server::send`] from outside the server.
 //!
+//! [`Middleware`] runs around the routes of a table ([`Routes::wrap`]) or
+//! of a path ([`Routes::wrap_at`]): its hooks may answer a request early
+//! or add fields to every response. [`Cors`] and [`RequestId`] are ready
+//! made.
+//!
 //! **Handlers and inline actors must not block.** They run on a poller, and
 //! while one runs, that poller serves none of its other connections: a
 //! handler that sleeps a second delays every request on its poller by a
@@ -109,8 +114,11 @@ pub use http::response::{CannedResponse, ResponseError};
 pub use mail::{last_send_error, SendError, Subscribe, Unsubscribe};
 pub use routes::actor::ActorRequest;
 pub use routes::actor_response::ActorResponse;
+pub use routes::cors::Cors;
 pub use routes::handler::Response;
+pub use routes::middleware::{Exchange, Fields, Middleware};
 pub use routes::request::Request;
+pub use routes::request_id::RequestId;
 pub use routes::static_files::{StaticFilesError, StaticLimits};
 pub use routes::static_site::{LoadSummary, StaticSite};
 pub use routes::Routes;

@@ -278,6 +278,23 @@ fn reads_header_fields_in_order_with_their_values_trimmed() {
 }
 
 #[test]
+fn reads_cors_origins_and_the_request_id_flag() {
+    let plain = config(&[]);
+    assert!(plain.cors.is_empty() && !plain.request_id);
+    let config = config(&[
+        "--cors",
+        "https://app.example",
+        "--cors=http://localhost:3000",
+        "--request-id",
+    ]);
+    assert_eq!(
+        config.cors,
+        ["https://app.example", "http://localhost:3000"]
+    );
+    assert!(config.request_id);
+}
+
+#[test]
 fn reads_the_access_log_flag() {
     assert_eq!(config(&[]).access_log, None);
     assert_eq!(
@@ -319,6 +336,18 @@ fn refuses_bad_flags_in_one_line_that_says_why() {
             "--static-max-total needs a value".into(),
         ),
         (&["--pollers"], "--pollers needs a value".into()),
+        (
+            &["--cors", "https://app.example/"],
+            "--cors: not an origin (https://app.example, http://localhost:3000) or *: \
+             https://app.example/"
+                .into(),
+        ),
+        (
+            &["--cors", "app.example"],
+            "--cors: not an origin (https://app.example, http://localhost:3000) or *: app.example"
+                .into(),
+        ),
+        (&["--request-id=yes"], "--request-id takes no value".into()),
         (
             &["--header", "X-Frame-Options DENY"],
             "--header: not NAME: VALUE: X-Frame-Options DENY".into(),

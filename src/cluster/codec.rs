@@ -4,7 +4,8 @@
 //!
 //! - **A request** (`Upc-Kind: request`): the HTTP request's head and body
 //!   as they arrived, with where the head ends (`Upc-Head`), the client's
-//!   address (`Upc-Peer`) and the route's path parameters (`Upc-Params`).
+//!   address (`Upc-Peer`), the route's path parameters (`Upc-Params`)
+//!   and the id a middleware gave the request (`Upc-Request-Id`).
 //!   The other server reads the head again only to find the method, path
 //!   and query, as the request line gives them.
 //! - **An answer** (`Upc-Kind: answer`): the status (`Upc-Status`), the
@@ -33,6 +34,7 @@ use crate::nats::headers::{HeaderBlock, HeaderWriter};
 use crate::nats::proto;
 use crate::routes::actor::RequestParts;
 use crate::routes::actor_response::ActorResponse;
+use crate::routes::middleware::IdValue;
 use crate::routes::path_pattern::PathParams;
 
 const KIND: &str = "Upc-Kind";
@@ -43,6 +45,7 @@ const PARAMS: &str = "Upc-Params";
 const STATUS: &str = "Upc-Status";
 const NODE: &str = "Upc-Node";
 const FIELDS: &str = "Upc-Fields";
+const REQUEST_ID: &str = "Upc-Request-Id";
 
 /// A message that does not read as what it says it is; what was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +94,9 @@ pub(crate) fn write_request(
             .map(|(name, segment)| format!("{name}={segment}"))
             .collect();
         headers.field(PARAMS, pairs.join(",").as_bytes());
+    }
+    if let Some(id) = parts.request_id.get() {
+        headers.field(REQUEST_ID, id.as_bytes());
     }
     headers.end();
     finish(out, subject, Some(reply), scratch, &parts.data, max)
@@ -246,6 +252,12 @@ fn read_request(block: &HeaderBlock<'_>, data: Bytes) -> Result<RequestParts, Ma
         Some(params) => Some(Arc::new(read_params(params)?)),
         None => None,
     };
+    let mut request_id = IdValue::NONE;
+    if let Some(id) = block.get(REQUEST_ID) {
+        if !request_id.set(id) {
+            return Err(Malformed("Upc-Request-Id"));
+        }
+    }
     Ok(RequestParts {
         method,
         data,
@@ -254,6 +266,7 @@ fn read_request(block: &HeaderBlock<'_>, data: Bytes) -> Result<RequestParts, Ma
         query,
         params,
         peer,
+        request_id,
     })
 }
 
@@ -370,6 +383,11 @@ mod tests {
             query: Some(14..20),
             params: Some(Arc::new(PathParams::from_pairs(vec![("id".into(), 1)]))),
             peer: Some("10.0.0.1:5000".parse().unwrap()),
+            request_id: {
+                let mut id = IdValue::NONE;
+                assert!(id.set(b"a-1-7"));
+                id
+            },
         };
         let inbound = round_trip(|out, scratch| {
             write_request(out, scratch, b"upc.a.b.users", b"upc.r.x", &parts, 1 << 20).unwrap();
@@ -384,6 +402,7 @@ mod tests {
         assert_eq!(&got.data[got.query.clone().unwrap()], b"full=1");
         assert_eq!(got.params, parts.params);
         assert_eq!(got.peer, parts.peer);
+        assert_eq!(got.request_id, parts.request_id);
     }
 
     #[test]

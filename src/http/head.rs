@@ -5,8 +5,9 @@
 //! exchange decided travel as one value rather than as four arguments.
 //!
 //! Every head ends in [`ResponseOut::put_date_and_end`], so the fields an
-//! operator adds to every response (`--header`) are written there, once,
-//! whatever built the rest of the head.
+//! operator adds to every response (`--header`), and those a route's
+//! middleware adds (`FieldsAfter`), are written there, once, whatever
+//! built the rest of the head.
 
 use bytes::BytesMut;
 
@@ -38,11 +39,19 @@ impl Persistence {
     }
 }
 
+/// Writes header lines into a response's head after `Date` (and the
+/// `--header` fields), knowing its status: a route's middleware, whose
+/// `after` hooks see every response of their routes, whatever writer built
+/// the rest of the head.
+pub(crate) trait FieldsAfter {
+    /// Appends lines, each starting with CRLF, for a response of `status`.
+    fn put(&self, status: u16, out: &mut BytesMut);
+}
+
 /// Where a response goes and what its exchange decided: the connection's
 /// output, the `Date` value of this batch, the `Connection` header the
 /// response carries, whether it answers a HEAD request (head only), and
 /// the fields every response carries.
-#[derive(Debug)]
 pub(crate) struct ResponseOut<'a> {
     pub(crate) out: &'a mut BytesMut,
     pub(crate) date: &'a [u8; DATE_LEN],
@@ -51,6 +60,9 @@ pub(crate) struct ResponseOut<'a> {
     /// Header lines written after `Date`, each starting with CRLF
     /// (`AddedFields`).
     added: &'a [u8],
+    /// Lines a route's middleware writes after those, and where in `out`
+    /// the response they go in begins (to read its status).
+    after: Option<(&'a dyn FieldsAfter, usize)>,
 }
 
 impl<'a> ResponseOut<'a> {
@@ -66,6 +78,7 @@ impl<'a> ResponseOut<'a> {
             persistence,
             head_only,
             added: &[],
+            after: None,
         }
     }
 
@@ -73,6 +86,19 @@ impl<'a> ResponseOut<'a> {
     /// CRLF) after `Date`.
     pub(crate) fn with_added(self, added: &'a [u8]) -> ResponseOut<'a> {
         ResponseOut { added, ..self }
+    }
+
+    /// The same, with `after` writing lines after those, for the one
+    /// response about to be written.
+    pub(crate) fn with_after<'b>(self, after: &'b dyn FieldsAfter) -> ResponseOut<'b>
+    where
+        'a: 'b,
+    {
+        let start = self.out.len();
+        ResponseOut {
+            after: Some((after, start)),
+            ..self
+        }
     }
 
     /// Appends head bytes.
@@ -98,6 +124,10 @@ impl<'a> ResponseOut<'a> {
     pub(crate) fn put_date_and_end(&mut self) {
         self.out.extend_from_slice(self.date);
         self.out.extend_from_slice(self.added);
+        if let Some((after, start)) = self.after {
+            let status = status_of(&self.out[start..]);
+            after.put(status, self.out);
+        }
         self.out.extend_from_slice(self.persistence.head_end());
     }
 
@@ -107,6 +137,25 @@ impl<'a> ResponseOut<'a> {
             self.out.extend_from_slice(body);
         }
     }
+}
+
+impl std::fmt::Debug for ResponseOut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseOut")
+            .field("len", &self.out.len())
+            .field("persistence", &self.persistence)
+            .field("head_only", &self.head_only)
+            .field("after", &self.after.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The status code of a head that starts `HTTP/1.1 NNN` (0 if it does not).
+pub(crate) fn status_of(head: &[u8]) -> u16 {
+    head.get(9..12)
+        .and_then(|digits| std::str::from_utf8(digits).ok())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Appends `value` in decimal, formatted on the stack.

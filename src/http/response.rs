@@ -5,7 +5,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 pub(crate) use crate::http::head::Persistence;
-use crate::http::head::{ResponseOut, SERVER_NAME};
+use crate::http::head::{status_of, ResponseOut, SERVER_NAME};
 pub use crate::http::response_fields::ResponseError;
 use crate::http::response_fields::{check_header, check_status};
 
@@ -120,14 +120,6 @@ pub(crate) fn status_and_body_len(response: &[u8]) -> (u16, usize) {
         .position(|window| window == b"\r\n\r\n")
         .map_or(response.len(), |end| end + 4);
     (status_of(response), response.len() - head_len)
-}
-
-/// The status code of a head that starts `HTTP/1.1 NNN`.
-fn status_of(head: &[u8]) -> u16 {
-    head.get(9..12)
-        .and_then(|digits| std::str::from_utf8(digits).ok())
-        .and_then(|digits| digits.parse().ok())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use bytes::BytesMut;
 
 use crate::http::request::RequestHead;
 use crate::routes::actor::RequestParts;
+use crate::routes::middleware::IdValue;
 use crate::routes::path_pattern::PathParams;
 
 /// A request for an actor route, for the connection to send.
@@ -19,7 +20,8 @@ pub(crate) struct Call {
 }
 
 /// The actor request for `head`: its bytes and where its path and query
-/// are, its route's path parameters and the client's address.
+/// are, its route's path parameters, the client's address and the id a
+/// middleware gave it.
 pub(super) fn call(
     actor: usize,
     head: &RequestHead,
@@ -27,7 +29,13 @@ pub(super) fn call(
     body: &[u8],
     params: Option<&Arc<PathParams>>,
     peer: Option<SocketAddr>,
+    request_id: Option<&str>,
 ) -> Call {
+    let mut id = IdValue::NONE;
+    if let Some(request_id) = request_id {
+        // It was set through the same check.
+        id.set(request_id.as_bytes());
+    }
     // The path and query lie in the head, but for a target that names no
     // path, whose empty path may lie anywhere.
     let offset = |part: &[u8]| {
@@ -50,6 +58,7 @@ pub(super) fn call(
             query: head.query.map(offset),
             params: params.cloned(),
             peer,
+            request_id: id,
         },
     }
 }

@@ -17,6 +17,8 @@ use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::PollerMetrics;
 use crate::request_stream::call::{call, Call};
 use crate::request_stream::upgrade::{self, Upgraded};
+use crate::routes::actor::RequestParts;
+use crate::routes::middleware::{run_before, After, ChainIndex, IdValue};
 use crate::routes::request::Request;
 use crate::routes::table::{Reply, RouteAnswer, Routes};
 
@@ -30,6 +32,8 @@ pub(super) struct Answer {
     route: RouteAnswer,
     pub(super) persistence: Persistence,
     pub(super) head_only: bool,
+    /// The middleware the request passes (0: none).
+    chain: ChainIndex,
 }
 
 impl Answer {
@@ -52,6 +56,7 @@ impl Answer {
             route,
             persistence,
             head_only: head.method == Method::Head,
+            chain: routes.chain_for(head),
         }
     }
 
@@ -60,6 +65,7 @@ impl Answer {
             route: Err(status),
             persistence: Persistence::Close,
             head_only: false,
+            chain: 0,
         }
     }
 
@@ -67,6 +73,30 @@ impl Answer {
     fn reads_body(&self) -> bool {
         matches!(self.route, Ok(Reply::Handler(..) | Reply::Actor(..)))
     }
+
+    /// The request's head is kept while its body arrives: the answer
+    /// reads the body, or middleware will see the request.
+    fn keeps_head(&self) -> bool {
+        self.reads_body() || self.chain != 0
+    }
+
+    /// The path pattern that matched, for the routes that have one.
+    fn pattern(&self) -> Option<usize> {
+        match self.route {
+            Ok(Reply::Handler(_, pattern) | Reply::Actor(_, pattern)) => pattern,
+            Ok(Reply::WebSocket(_, pattern)) => pattern,
+            _ => None,
+        }
+    }
+}
+
+/// What the `after` hooks of an actor route's middleware need once its
+/// answer comes: the chain, and the request (its bytes shared with the
+/// call, not copied).
+#[derive(Debug)]
+pub(super) struct AfterCall {
+    pub(super) chain: ChainIndex,
+    pub(super) parts: RequestParts,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +157,9 @@ pub(super) struct Framer {
     pub(super) upgraded: Option<Upgraded>,
     /// The client's address, for the requests handlers and actors see.
     pub(super) peer: Option<SocketAddr>,
+    /// While an actor route's answer is awaited, what its middleware's
+    /// `after` hooks need (none without middleware).
+    pub(super) after_call: Option<Box<AfterCall>>,
 }
 
 impl Default for Framer {
@@ -142,6 +175,7 @@ impl Default for Framer {
             cut_short: false,
             upgraded: None,
             peer: None,
+            after_call: None,
         }
     }
 }
@@ -254,7 +288,8 @@ impl Framer {
                     ..answer
                 };
                 self.cut_short = true;
-                return self.respond(answer, routes, date, out);
+                let to = self.response_out(answer, routes, out, date);
+                return self.respond_to(answer, head, raw_head, b"", routes, to);
             }
             out.extend_from_slice(CONTINUE);
             if let Some(log) = &mut self.log {
@@ -280,16 +315,17 @@ impl Framer {
         }
     }
 
-    /// Keeps the head of a request whose body the answer reads.
+    /// Keeps the head of a request whose body the answer reads, or whose
+    /// middleware will see it.
     fn collect_head(&mut self, answer: Answer, raw_head: &[u8]) {
-        if answer.reads_body() {
+        if answer.keeps_head() {
             self.collected.clear();
             self.collected.extend_from_slice(raw_head);
         }
     }
 
     /// The body is complete: answer with the head and body collected (if
-    /// the answer reads them).
+    /// the answer or its middleware reads them).
     fn respond_collected(
         &mut self,
         answer: Answer,
@@ -297,7 +333,7 @@ impl Framer {
         date: &[u8; DATE_LEN],
         out: &mut BytesMut,
     ) {
-        if !answer.reads_body() {
+        if !answer.keeps_head() {
             return self.respond(answer, routes, date, out);
         }
         let collected = std::mem::take(&mut self.collected);
@@ -325,7 +361,8 @@ impl Framer {
     }
 
     /// Responds to the request `head`, whose bytes are `raw_head`, with its
-    /// `body` (empty unless the answer reads it), into `to`.
+    /// `body` (empty unless the answer reads it), into `to`, through its
+    /// middleware if it has any.
     fn respond_to(
         &mut self,
         answer: Answer,
@@ -333,27 +370,95 @@ impl Framer {
         raw_head: &[u8],
         body: &[u8],
         routes: &Routes,
+        to: ResponseOut<'_>,
+    ) {
+        let request = Request::new(head.method, head.path, head.query, raw_head, body)
+            .with_params(routes.pattern_params(answer.pattern()).map(|p| &**p))
+            .with_peer(self.peer);
+        match answer.chain {
+            0 => self.dispatch(answer, head, raw_head, request, routes, to),
+            _ => self.respond_wrapped(answer, head, raw_head, request, routes, to),
+        }
+    }
+
+    /// Runs the request's `before` hooks: writes the early answer one
+    /// gave, or else dispatches the request; either response gets the
+    /// `after` hooks of those that ran.
+    fn respond_wrapped(
+        &mut self,
+        answer: Answer,
+        head: &RequestHead,
+        raw_head: &[u8],
+        request: Request<'_>,
+        routes: &Routes,
+        to: ResponseOut<'_>,
+    ) {
+        let chain = routes.chain(answer.chain);
+        let mut id = IdValue::NONE;
+        let mut unused = Some(to);
+        let answered = run_before(chain, &request, &mut id, |ran, early, id| {
+            let request = request.with_request_id(id.get());
+            let after = After {
+                chain: &chain[..ran],
+                request: &request,
+            };
+            if let Some(to) = unused.take() {
+                self.write(&mut to.with_after(&after), |to| early.write(to));
+            }
+        });
+        let (false, Some(to)) = (answered, unused) else {
+            return;
+        };
+        let request = request.with_request_id(id.get());
+        let after = After {
+            chain,
+            request: &request,
+        };
+        self.dispatch(
+            answer,
+            head,
+            raw_head,
+            request,
+            routes,
+            to.with_after(&after),
+        );
+    }
+
+    /// Answers `request` (whose head is `head`, its bytes `raw_head`) as
+    /// its route does, into `to`.
+    fn dispatch(
+        &mut self,
+        answer: Answer,
+        head: &RequestHead,
+        raw_head: &[u8],
+        request: Request<'_>,
+        routes: &Routes,
         mut to: ResponseOut<'_>,
     ) {
         match answer.route {
             Ok(Reply::Actor(actor, pattern)) => {
                 let params = routes.pattern_params(pattern);
-                self.call = Some(call(actor, head, raw_head, body, params, self.peer));
+                let (body, peer, id) = (request.body(), self.peer, request.request_id());
+                let call = call(actor, head, raw_head, body, params, peer, id);
+                if answer.chain != 0 {
+                    self.after_call = Some(Box::new(AfterCall {
+                        chain: answer.chain,
+                        parts: call.parts.clone(),
+                    }));
+                }
+                self.call = Some(call);
                 self.state = State::AwaitingReply {
                     persistence: answer.persistence,
                     head_only: answer.head_only,
                 };
             }
-            Ok(Reply::WebSocket(index, pattern)) => match upgrade::check(raw_head) {
+            Ok(Reply::WebSocket(index, _)) => match upgrade::check(raw_head) {
                 Ok(accept) => {
                     let start = to.out.len();
                     upgrade::write_switching(&mut to, &accept);
                     self.written(&to.out[start..], to.date);
                     self.responses += 1;
                     self.state = State::Upgraded;
-                    let request = Request::new(head.method, head.path, head.query, raw_head, body)
-                        .with_params(routes.pattern_params(pattern).map(|p| &**p))
-                        .with_peer(self.peer);
                     self.upgraded = Some(Upgraded(routes.websocket_at(index)(&request)));
                 }
                 Err(status) => {
@@ -363,10 +468,7 @@ impl Framer {
                     self.write(&mut to, |to| routes.write(Err(status), raw_head, to));
                 }
             },
-            Ok(Reply::Handler(handler, pattern)) => {
-                let request = Request::new(head.method, head.path, head.query, raw_head, body)
-                    .with_params(routes.pattern_params(pattern).map(|p| &**p))
-                    .with_peer(self.peer);
+            Ok(Reply::Handler(handler, _)) => {
                 self.write(&mut to, |to| {
                     routes.write_handler(handler, &request, to);
                 });

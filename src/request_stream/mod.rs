@@ -20,6 +20,7 @@ use crate::http::response_fields::write_response;
 use crate::http::status::ErrorStatus;
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::PollerMetrics;
+use crate::routes::middleware::After;
 use crate::routes::reply::Outcome;
 use crate::routes::table::Routes;
 pub(crate) use call::Call;
@@ -166,8 +167,23 @@ impl RequestStream {
         };
         let persistence = self.framer.persistence(persistence);
         let start = out.len();
-        let mut to =
+        // The route's middleware adds its fields to the answer, the 502
+        // and the 504 alike.
+        let kept = self.framer.after_call.take();
+        let request = kept.as_ref().map(|kept| kept.parts.request());
+        let after = kept
+            .as_ref()
+            .zip(request.as_ref())
+            .map(|(kept, request)| After {
+                chain: routes.chain(kept.chain),
+                request,
+            });
+        let to =
             ResponseOut::new(out, date, persistence, head_only).with_added(routes.added.lines());
+        let mut to = match &after {
+            Some(after) => to.with_after(after),
+            None => to,
+        };
         match end {
             CallEnd::Outcome(Outcome::Answered(r)) => {
                 if let Some(node) = &r.node {

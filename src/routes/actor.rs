@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 use crate::http::method::Method;
 use crate::routes::actor_response::ActorResponse;
+use crate::routes::middleware::IdValue;
 use crate::routes::path_pattern::PathParams;
 use crate::routes::reply::{Outcome, ReplyTo};
 use crate::routes::request::Request;
@@ -38,6 +39,25 @@ pub(crate) struct RequestParts {
     /// The route's path parameters, if it has a pattern.
     pub(crate) params: Option<Arc<PathParams>>,
     pub(crate) peer: Option<SocketAddr>,
+    /// The id a middleware gave the request, if one did.
+    pub(crate) request_id: IdValue,
+}
+
+impl RequestParts {
+    /// The request these parts hold.
+    pub(crate) fn request(&self) -> Request<'_> {
+        let head = &self.data[..self.head_len];
+        Request::new(
+            self.method,
+            &head[self.path.clone()],
+            self.query.clone().map(|query| &head[query]),
+            head,
+            &self.data[self.head_len..],
+        )
+        .with_params(self.params.as_deref())
+        .with_peer(self.peer)
+        .with_request_id(self.request_id.get())
+    }
 }
 
 impl ActorRequest {
@@ -61,19 +81,9 @@ impl ActorRequest {
     }
 
     /// The request: method, path, query, path parameters, header fields,
-    /// body and the client's address.
+    /// body, the client's address and the id a middleware gave it.
     pub fn request(&self) -> Request<'_> {
-        let parts = &self.parts;
-        let head = &parts.data[..parts.head_len];
-        Request::new(
-            parts.method,
-            &head[parts.path.clone()],
-            parts.query.clone().map(|query| &head[query]),
-            head,
-            &parts.data[parts.head_len..],
-        )
-        .with_params(parts.params.as_deref())
-        .with_peer(parts.peer)
+        self.parts.request()
     }
 
     /// Sends the answer to the connection that asked.

@@ -55,6 +55,40 @@ impl Response<'_> {
     }
 }
 
+impl<'a> Response<'a> {
+    /// Lends a response in this thread's scratch buffers, emptied, to
+    /// `use_it`: a middleware's early answer. Not while a handler runs on
+    /// this thread (the buffers are its).
+    pub(crate) fn with_scratch<R>(use_it: impl FnOnce(Response<'_>) -> R) -> R {
+        SCRATCH.with(|scratch| {
+            let (headers, body) = &mut *scratch.borrow_mut();
+            headers.clear();
+            body.clear();
+            use_it(Response {
+                status: 200,
+                headers,
+                body,
+            })
+        })
+    }
+
+    /// Starts over as a response of `status`, or 500 for a status a final
+    /// response cannot have.
+    pub(crate) fn restart(&mut self, status: u16) {
+        self.headers.clear();
+        self.body.clear();
+        self.status = match check_status(status) {
+            Ok(()) => status,
+            Err(_) => 500,
+        };
+    }
+
+    /// Appends the response to `to`.
+    pub(crate) fn write(&self, to: &mut ResponseOut<'_>) {
+        write_response(to, self.status, None, self.headers, self.body);
+    }
+}
+
 /// `write!` appends formatted text to the body, without allocating.
 impl fmt::Write for Response<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {

@@ -1,17 +1,21 @@
 //! What answers a request: the route table (canned, handler and actor
-//! routes), the request and response types routes see, and the static
-//! files served ahead of them.
+//! routes), the request and response types routes see, the middleware
+//! around them (and the ready-made ones: CORS, request ids), and the
+//! static files served ahead of them.
 
 pub(crate) mod actor;
 pub(crate) mod actor_response;
 pub(crate) mod conditional;
+pub(crate) mod cors;
 pub(crate) mod etag;
 pub(crate) mod handler;
+pub(crate) mod middleware;
 pub(crate) mod path_entry;
 pub(crate) mod path_pattern;
 pub(crate) mod percent;
 pub(crate) mod reply;
 pub(crate) mod request;
+pub(crate) mod request_id;
 pub(crate) mod responses;
 pub(crate) mod spawns;
 pub(crate) mod static_files;

@@ -26,6 +26,8 @@ pub struct Request<'a> {
     /// The parameters of the route's path pattern, if it has one.
     params: Option<&'a PathParams>,
     peer: Option<SocketAddr>,
+    /// The id a middleware gave the request (`RequestId`).
+    request_id: Option<&'a str>,
 }
 
 impl<'a> Request<'a> {
@@ -44,6 +46,7 @@ impl<'a> Request<'a> {
             body,
             params: None,
             peer: None,
+            request_id: None,
         }
     }
 
@@ -55,6 +58,21 @@ impl<'a> Request<'a> {
     /// The same, from a client at `peer`.
     pub(crate) fn with_peer(self, peer: Option<SocketAddr>) -> Request<'a> {
         Request { peer, ..self }
+    }
+
+    /// The same, named `id` by a middleware.
+    pub(crate) fn with_request_id(self, request_id: Option<&'a str>) -> Request<'a> {
+        Request { request_id, ..self }
+    }
+
+    /// The request's id, when a middleware's `before` gave it one
+    /// ([`Exchange::set_request_id`](crate::Exchange::set_request_id); the
+    /// ready-made [`RequestId`](crate::RequestId) takes the client's
+    /// `X-Request-Id` or makes one and sends it back), for a handler or an
+    /// actor to put in its own logs or pass on. `None` without one, and in
+    /// a `before` hook itself (its `Exchange` has the id so far).
+    pub fn request_id(&self) -> Option<&'a str> {
+        self.request_id
     }
 
     /// The value of the path parameter `name` of the route's pattern
@@ -148,6 +166,7 @@ impl fmt::Debug for Request<'_> {
             .field("query", &self.query())
             .field("body_len", &self.body.len())
             .field("peer", &self.peer)
+            .field("request_id", &self.request_id)
             .finish()
     }
 }

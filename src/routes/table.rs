@@ -24,6 +24,7 @@ use crate::http::target::TargetForm;
 use crate::routes::etag;
 use crate::routes::handler::Handler;
 use crate::routes::handler::Response;
+use crate::routes::middleware::{ChainIndex, Middleware, Middlewares};
 use crate::routes::path_entry::{Entry, Target};
 use crate::routes::path_pattern::{PathParams, PathPattern, PatternError};
 use crate::routes::percent::{needs_normalizing, route_path, AboveRoot};
@@ -170,6 +171,8 @@ pub struct Routes {
     pub(crate) added: AddedFields,
     /// The WebSocket routes' limits (`Config::ws_max_message`).
     websocket_limits: WsLimits,
+    /// The middleware around the routes, and the chain each scope takes.
+    middleware: Middlewares,
 }
 
 impl Default for Routes {
@@ -203,6 +206,7 @@ impl Routes {
             max_body: MAX_BODY_LEN,
             added: AddedFields::default(),
             websocket_limits: WsLimits::new(crate::websocket::DEFAULT_MAX_MESSAGE),
+            middleware: Middlewares::default(),
         }
     }
 
@@ -469,6 +473,53 @@ impl Routes {
         self
     }
 
+    /// Runs `middleware` around every route (and around the 404 of a path
+    /// with none, and the static files), after the middleware added before
+    /// it (see [`Middleware`] for when each hook runs).
+    pub fn wrap(mut self, middleware: impl Middleware) -> Routes {
+        let added = self.middleware.add(None, Arc::new(middleware), false);
+        debug_assert!(added.is_ok(), "every request is a scope");
+        self
+    }
+
+    /// Runs `middleware` around the routes at `path` only: an exact path,
+    /// or a prefix ending `/*` (`/api/*` takes `/api/` and every path under
+    /// it, whatever answers there: a route, a static file, a 404). A
+    /// request passes the middleware of every scope it is in, in the order
+    /// they were added: those of [`Routes::wrap`], those of `/api/*`, those
+    /// of `/api/v2/*`. Its path is matched as the routes and files are
+    /// looked up (percent-decoded, without dot segments), so no spelling
+    /// of a path escapes its middleware. A path pattern (`{name}`) is
+    /// refused at start.
+    pub fn wrap_at(mut self, path: &str, middleware: impl Middleware) -> Routes {
+        if let Err(refused) = self.middleware.add(Some(path), Arc::new(middleware), false) {
+            self.refused.push(refused);
+        }
+        self
+    }
+
+    /// Runs `middleware` around every route ahead of all added so far
+    /// (the server's own, from its configuration).
+    pub(crate) fn wrap_first(mut self, middleware: Arc<dyn Middleware>) -> Routes {
+        let added = self.middleware.add(None, middleware, true);
+        debug_assert!(added.is_ok(), "every request is a scope");
+        self
+    }
+
+    /// The chain of middleware `head` passes (0: none), looked at only
+    /// when the table has middleware.
+    pub(crate) fn chain_for(&self, head: &RequestHead) -> ChainIndex {
+        match self.middleware.is_empty() {
+            true => 0,
+            false => self.middleware.chain_for(head),
+        }
+    }
+
+    /// The middleware of the chain at `index`, in order.
+    pub(crate) fn chain(&self, index: ChainIndex) -> &[Arc<dyn Middleware>] {
+        self.middleware.chain(index)
+    }
+
     /// Test builds only: a request for `path` panics inside the connection
     /// actor, to show that a panic closes that connection and no other.
     #[cfg(feature = "fault-injection")]
@@ -680,6 +731,7 @@ impl fmt::Debug for Routes {
             .field("actors", &self.actors)
             .field("websockets", &self.websockets.len())
             .field("static_site", &self.static_site.is_some())
+            .field("middleware", &self.middleware.len())
             .finish_non_exhaustive()
     }
 }

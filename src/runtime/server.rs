@@ -27,6 +27,8 @@ use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
 use crate::observe::metrics_text::Series;
+use crate::routes::cors::Cors;
+use crate::routes::request_id::RequestId;
 use crate::routes::static_site::StaticSite;
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
@@ -137,6 +139,7 @@ impl Server {
             Some(upstream) => routes.with_upstream(upstream.timeout),
             None => routes,
         };
+        let routes = server_middleware(routes, config);
         let added = AddedFields::new(&config.headers).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -515,6 +518,26 @@ fn join_cluster(
 }
 
 /// Loads the static directory `dir` as `config` asks.
+/// `routes` inside the middleware the configuration asks for, ahead of
+/// the routes' own: the request id first, so every other sees it.
+fn server_middleware(routes: Routes, config: &Config) -> Routes {
+    let routes = match config.cors.is_empty() {
+        true => routes,
+        false => {
+            let origins: Vec<&str> = config.cors.iter().map(String::as_str).collect();
+            let cors = Cors::origins(&origins)
+                .allow_methods(&Method::ROUTABLE)
+                .allow_any_header()
+                .max_age(Duration::from_secs(600));
+            routes.wrap_first(Arc::new(cors))
+        }
+    };
+    match config.request_id {
+        true => routes.wrap_first(Arc::new(RequestId::new())),
+        false => routes,
+    }
+}
+
 fn load_site(dir: &std::path::Path, config: &Config) -> io::Result<Arc<StaticSite>> {
     let site = StaticSite::load(dir, config.static_limits, config.static_dotfiles)
         .map_err(|e| io::Error::other(format!("--static-dir {}: {e}", dir.display())))?;

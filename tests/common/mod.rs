@@ -106,7 +106,7 @@ impl<S: Read + Write> Client<S> {
     }
 
     /// Reads one response, framed by its Content-Length (no body for HEAD,
-    /// 1xx or 304, which has no Content-Length).
+    /// 1xx, 204 or 304, which have no Content-Length).
     pub fn response(&mut self, head_only: bool) -> Vec<u8> {
         let head_end = loop {
             if let Some(end) = find(&self.pending, b"\r\n\r\n") {
@@ -119,7 +119,9 @@ impl<S: Read + Write> Client<S> {
             );
         };
         let head = text(&self.pending[..head_end]);
-        let bodiless = head.starts_with("HTTP/1.1 1") || head.starts_with("HTTP/1.1 304 ");
+        let bodiless = head.starts_with("HTTP/1.1 1")
+            || head.starts_with("HTTP/1.1 204 ")
+            || head.starts_with("HTTP/1.1 304 ");
         let length = if head_only || bodiless {
             0
         } else {
