@@ -1,10 +1,12 @@
 //! What answers a request: the route table (canned, handler and actor
-//! routes), the request and response types routes see, and the static
+//! routes), the request and response types routes see (and their typed
+//! readings, `typed`), the error bodies the server writes, and the static
 //! files served ahead of them.
 
 pub(crate) mod actor;
 pub(crate) mod actor_response;
 pub(crate) mod conditional;
+pub(crate) mod error_body;
 pub(crate) mod etag;
 pub(crate) mod handler;
 pub(crate) mod path_entry;
@@ -21,5 +23,6 @@ pub(crate) mod static_response;
 pub(crate) mod static_site;
 pub(crate) mod static_table;
 pub(crate) mod table;
+pub(crate) mod typed;
 
 pub use table::Routes;
