@@ -68,6 +68,7 @@
 pub mod cli;
 pub mod config;
 pub mod sans_io;
+pub mod testing;
 
 mod actors;
 mod cluster;
