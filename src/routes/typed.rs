@@ -16,6 +16,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, Visitor};
 use serde::Deserialize;
 
 use crate::http::head::reason_phrase;
+use crate::http::response_fields::ResponseError;
 use crate::routes::request::Request;
 
 /// Why a route refuses a request: a status (400 to 599) and a cause in one
@@ -67,6 +68,17 @@ impl fmt::Display for Rejection {
 }
 
 impl std::error::Error for Rejection {}
+
+/// A response a route built wrong (a status or a field the server refuses)
+/// is the server's fault: 500, saying why. So `?` works on
+/// [`Response::set_status`](crate::Response::set_status),
+/// [`ActorResponse::with_status`](crate::ActorResponse::with_status) and
+/// their kin in a route that returns a `Rejection`.
+impl From<ResponseError> for Rejection {
+    fn from(error: ResponseError) -> Rejection {
+        Rejection::new(500, format!("the route's response: {error}"))
+    }
+}
 
 /// The media types [`Request::json`] takes: `application/json`, and any
 /// `application/...+json` (RFC 6839).
@@ -630,6 +642,14 @@ mod tests {
         assert_eq!(
             Rejection::new(99, "").to_string(),
             "500 Internal Server Error: "
+        );
+        let wrong = Rejection::from(ResponseError::InvalidStatus(99));
+        assert_eq!(
+            (wrong.status(), wrong.cause()),
+            (
+                500,
+                "the route's response: 99 is not the status of a final response (200 to 599)"
+            )
         );
     }
 }
