@@ -13,6 +13,7 @@ import sys
 import time
 
 from oha import oha_argv, run_oha
+from servers import BenchError
 from wrk_report import fmt_latency, median_of, run_wrk, wrk_argv
 
 # Open-loop rates for --shapes: one the servers serve with time to spare, one
@@ -33,10 +34,14 @@ class Shape:
         # An open-loop load fixes the request rate, so latency is what differs.
         self.open_loop = tool == "oha"
 
-    def argv(self, duration, url, oha="oha"):
+    def argv(self, duration, url, oha="oha", script=None):
+        """`script`, a row's own wrk script (a POST body), replaces the shape's."""
         if self.tool == "oha":
+            if script:
+                raise BenchError(f"{self.label}: a row that needs a wrk script ({script}) has no "
+                                 "oha load; drop the open-loop shapes or that row (--only)")
             return oha_argv(oha, self.options, duration, url)
-        return wrk_argv(self.options, duration, self.script, url)
+        return wrk_argv(self.options, duration, script or self.script, url)
 
     def display(self, duration, url="URL"):
         """The load command as a user would type it (oha without its full path)."""
@@ -131,8 +136,8 @@ def run_rounds(shapes, servers, rounds, measure_one, overhead):
     return results
 
 
-def run_load(shape, url, duration, oha):
-    argv = shape.argv(duration, url, oha)
+def run_load(shape, url, duration, oha, script=None):
+    argv = shape.argv(duration, url, oha, script)
     if shape.tool == "oha":
         return run_oha(argv, duration)
     return run_wrk(argv, duration)
