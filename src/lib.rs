@@ -22,6 +22,14 @@
 //! Each keeps its uppercut address: other actors reach it there, and
 //! [`Server::send`] from outside the server.
 //!
+//! Routes read a request into types of their own with serde
+//! ([`Request::json`], [`Request::form`], [`Request::query_params`],
+//! [`Request::params`]), refuse what does not fit with a [`Rejection`], and
+//! answer JSON ([`Response::json`], [`ActorResponse::json_value`],
+//! [`Routes::json_handler`]). [`Routes::error_body`] chooses the body of
+//! every error the server writes, and of every rejection. The
+//! [`testing`] module serves a table without sockets, for unit tests.
+//!
 //! **Handlers and inline actors must not block.** They run on a poller, and
 //! while one runs, that poller serves none of its other connections: a
 //! handler that sleeps a second delays every request on its poller by a
