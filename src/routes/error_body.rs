@@ -8,8 +8,8 @@
 //! canned, so the table asks the hook once for each when it is set (and for
 //! each path's 405), and the hot path copies bytes as it always did. Only
 //! errors with a cause of their own (a route's [`Rejection`](crate::Rejection),
-//! a 502/503/504 saying why, a 416 naming the file's length) call it per
-//! response.
+//! a 502/503/504 saying why) and a static file's 416 (the site is loaded and
+//! reloaded apart from the table) call it per response.
 
 use std::fmt;
 use std::sync::Arc;
