@@ -13,6 +13,7 @@ import sys
 import time
 
 from oha import oha_argv, run_oha
+from servers import BenchError
 from wrk_report import fmt_latency, median_of, run_wrk, wrk_argv
 
 # Open-loop rates for --shapes: one the servers serve with time to spare, one
@@ -33,12 +34,17 @@ class Shape:
         # An open-loop load fixes the request rate, so latency is what differs.
         self.open_loop = tool == "oha"
 
-    def argv(self, duration, url, oha="oha", headers=()):
+    def argv(self, duration, url, oha="oha", headers=(), script=None):
+        """`script`, a row's own wrk script (a POST body), replaces the shape's;
+        `headers`, fields every request carries."""
         # wrk and oha both take a request header field as -H "Name: value".
         options = [*self.options, *(arg for field in headers for arg in ("-H", field))]
         if self.tool == "oha":
+            if script:
+                raise BenchError(f"{self.label}: a row that needs a wrk script ({script}) has no "
+                                 "oha load; drop the open-loop shapes or that row (--only)")
             return oha_argv(oha, options, duration, url)
-        return wrk_argv(options, duration, self.script, url)
+        return wrk_argv(options, duration, script or self.script, url)
 
     def display(self, duration, url="URL"):
         """The load command as a user would type it (oha without its full path)."""
@@ -133,8 +139,8 @@ def run_rounds(shapes, servers, rounds, measure_one, overhead):
     return results
 
 
-def run_load(shape, url, duration, oha, headers=()):
-    argv = shape.argv(duration, url, oha, headers)
+def run_load(shape, url, duration, oha, headers=(), script=None):
+    argv = shape.argv(duration, url, oha, headers, script)
     if shape.tool == "oha":
         return run_oha(argv, duration)
     return run_wrk(argv, duration)

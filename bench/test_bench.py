@@ -283,6 +283,34 @@ class TargetDir(unittest.TestCase):
             })
 
 
+class RouteRows(unittest.TestCase):
+    def plan(self, *argv):
+        bench_run = load_bench_run()
+        with mock.patch.object(sys, "argv", ["bench/run", *argv]):
+            args = bench_run.parse_args()
+        return {s.name: s for s in bench_run.plan_servers(args)}
+
+    def test_the_json_rows_post_with_their_own_script(self):
+        rows = self.plan("--routes", "--dispatch", "local")
+        self.assertEqual(rows["ours-local-json"].url, "http://127.0.0.1:19080/hello/json")
+        self.assertEqual(rows["actix-json"].url, "http://127.0.0.1:19201/hello/json")
+        for name in ("ours-local-json", "actix-json"):
+            self.assertEqual(rows[name].script, "bench/post-json.lua")
+        self.assertIsNone(rows["ours-local-handler"].script)
+        self.assertIsNone(rows["actix"].script)
+        self.assertNotIn("actix-json", self.plan("--dispatch", "local"))
+
+    def test_a_rows_script_replaces_the_shapes_and_oha_has_none(self):
+        wrk = plan_shapes(shape_args(wrk="-t4 -c128", script="bench/pipeline.lua"), "p.lua")[0]
+        argv = wrk.argv(5, "http://h:1/hello/json", script="bench/post-json.lua")
+        self.assertEqual(argv[argv.index("-s") + 1], "bench/post-json.lua")
+        self.assertEqual(wrk.argv(5, "http://h:1/")[wrk.argv(5, "http://h:1/").index("-s") + 1],
+                         "bench/pipeline.lua")
+        oha = plan_shapes(shape_args(rate=[100]), "p.lua")[0]
+        with self.assertRaises(BenchError):
+            oha.argv(5, "http://h:1/hello/json", script="bench/post-json.lua")
+
+
 class PollerSpread(unittest.TestCase):
     PAGE = """# HELP uppercut_requests_total Responses sent, by status code.
 # TYPE uppercut_requests_total counter

@@ -27,6 +27,14 @@
 //! or add fields to every response. [`Cors`] and [`RequestId`] are ready
 //! made.
 //!
+//! Routes read a request into types of their own with serde
+//! ([`Request::json`], [`Request::form`], [`Request::query_params`],
+//! [`Request::params`]), refuse what does not fit with a [`Rejection`], and
+//! answer JSON ([`Response::json`], [`ActorResponse::json_value`],
+//! [`Routes::json_handler`]). [`Routes::error_body`] chooses the body of
+//! every error the server writes, and of every rejection. The
+//! [`testing`] module serves a table without sockets, for unit tests.
+//!
 //! **Handlers and inline actors must not block.** They run on a poller, and
 //! while one runs, that poller serves none of its other connections: a
 //! handler that sleeps a second delays every request on its poller by a
@@ -73,6 +81,7 @@
 pub mod cli;
 pub mod config;
 pub mod sans_io;
+pub mod testing;
 
 mod actors;
 mod cluster;
@@ -115,12 +124,14 @@ pub use mail::{last_send_error, SendError, Subscribe, Unsubscribe};
 pub use routes::actor::ActorRequest;
 pub use routes::actor_response::ActorResponse;
 pub use routes::cors::Cors;
+pub use routes::error_body::ServerError;
 pub use routes::handler::Response;
 pub use routes::middleware::{Exchange, Fields, Middleware};
 pub use routes::request::Request;
 pub use routes::request_id::RequestId;
 pub use routes::static_files::{StaticFilesError, StaticLimits};
 pub use routes::static_site::{LoadSummary, StaticSite};
+pub use routes::typed::Rejection;
 pub use routes::Routes;
 pub use runtime::listeners::raise_open_files_limit;
 pub use runtime::server::Server;

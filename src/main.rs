@@ -2,11 +2,12 @@
 //! the server itself loads the static directory, reloads it on SIGHUP and
 //! drains on SIGINT or SIGTERM.
 
+use std::borrow::Cow;
+use std::fmt::Write;
 use std::process::ExitCode;
 
-use std::fmt::Write;
-
 use log::warn;
+use serde::{Deserialize, Serialize};
 use uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::cli::{
     more_listeners_line, parse_args, start_line, version_line, Command, USAGE,
@@ -59,13 +60,21 @@ fn main() -> ExitCode {
 
 /// The standard routes, and the same `Hello, World!` as a handler route and
 /// as actor routes (one actor; an actor per poller; an actor on blocking
-/// threads), so that benchmarks can weigh each (`bench/run --routes`), and
-/// a WebSocket echo.
+/// threads), so that benchmarks can weigh each (`bench/run --routes`), a
+/// typed JSON route, and a WebSocket echo.
 fn routes() -> Routes {
     Routes::standard()
         .handler(&[Method::Get], "/hello/handler", hello)
         // The same at a path pattern, to weigh matching one.
         .handler(&[Method::Get], "/hello/param/{name}", hello)
+        // A small JSON body in, JSON out: `{"name":"World"}` answers
+        // `{"message":"Hello, World!"}`.
+        .json_handler(&[Method::Post], "/hello/json", |request| {
+            let greet: Greet = request.json()?;
+            Ok(Greeting {
+                message: format!("Hello, {}!", greet.name),
+            })
+        })
         .actor(&[Method::Get], "/hello/actor", "hello")
         .spawn("hello", Hello::new())
         .actor(&[Method::Get], "/hello/per-poller", "hello-per-poller")
@@ -76,6 +85,20 @@ fn routes() -> Routes {
         .websocket("/chat", |_| ChatMember)
         .actor(&[Method::Get, Method::Post], "/count", "counter")
         .spawn("counter", Counter(0))
+}
+
+/// What `POST /hello/json` reads: whom to greet (borrowed from the body
+/// unless it has escapes).
+#[derive(Deserialize)]
+struct Greet<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+}
+
+/// What `POST /hello/json` answers.
+#[derive(Serialize)]
+struct Greeting {
+    message: String,
 }
 
 /// A member of the chat room at `/chat`: the topic `chat`, which with

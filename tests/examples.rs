@@ -94,9 +94,52 @@ fn the_slow_example_answers_both_routes_and_drains_on_sigterm() {
     terminate_and_expect_success(example);
 }
 
+#[test]
+fn the_notes_example_answers_json_and_json_problems() {
+    let example = start_example("notes");
+    let mut client = Client::connect(example.addr);
+    let json = "Content-Type: application/json\r\n";
+    let problem = "Content-Type: application/problem+json\r\n";
+    client.send(
+        b"POST /notes HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+          Content-Length: 15\r\n\r\n{\"text\":\"milk\"}",
+    );
+    let created = r#"{"id":1,"text":"milk"}"#;
+    assert_response(
+        &client.response(false),
+        &built("201 Created", json, created),
+    );
+    assert_response(
+        &get(&mut client, "/notes/1"),
+        &built("200 OK", json, created),
+    );
+    let page = format!("[{created}]");
+    assert_response(
+        &get(&mut client, "/notes?limit=10"),
+        &built("200 OK", json, &page),
+    );
+    let missing = r#"{"status":404,"detail":"no note 9"}"#;
+    let response = get(&mut client, "/notes/9");
+    assert_response(&response, &built("404 Not Found", problem, missing));
+    let response = get(&mut client, "/notes");
+    let no_limit = r#"{"status":400,"detail":"query string: missing field `limit`"}"#;
+    assert_response(&response, &built("400 Bad Request", problem, no_limit));
+    client.send(b"POST /notes HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nmilk");
+    let wrong_type =
+        r#"{"status":415,"detail":"expected Content-Type: application/json, got none"}"#;
+    let expected = built("415 Unsupported Media Type", problem, wrong_type);
+    assert_response(&client.response(false), &expected);
+    let nowhere = r#"{"status":404,"detail":null}"#;
+    let response = get(&mut client, "/nowhere");
+    assert_response(&response, &built("404 Not Found", problem, nowhere));
+    terminate_and_expect_success(example);
+}
+
 /// Every example compiles in a crate of a user's own that depends on this
 /// one alone: no `uppercut` or `env_logger` of its own (the examples use
-/// the re-exported `uppercut_mio_server::uppercut` and `init_logging`).
+/// the re-exported `uppercut_mio_server::uppercut` and `init_logging`),
+/// and for typed routes serde (with `derive`) and serde_json, as a user
+/// of typed routes adds them.
 /// `cargo check`, offline, in a target directory of its own (the user
 /// crate's examples share our examples' names), so it runs in well under a
 /// minute once its dependencies are checked.
@@ -116,7 +159,8 @@ fn every_example_compiles_in_a_crate_that_depends_only_on_this_one() {
     std::fs::create_dir_all(&examples).unwrap();
     let manifest = format!(
         "[package]\nname = \"user-crate\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [dependencies]\nuppercut-mio-server = {{ path = {:?} }}\n\n[workspace]\n",
+         [dependencies]\nuppercut-mio-server = {{ path = {:?} }}\n\
+         serde = {{ version = \"1\", features = [\"derive\"] }}\nserde_json = \"1\"\n\n[workspace]\n",
         repo.display().to_string()
     );
     std::fs::write(krate.join("Cargo.toml"), manifest).unwrap();

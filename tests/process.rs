@@ -1,5 +1,6 @@
-//! The binary as a process: its start line, bad flags, SIGTERM with a
-//! response in flight, and running out of file descriptors.
+//! The binary as a process: its start line, bad flags, the typed JSON route
+//! the benchmarks load, SIGTERM with a response in flight, and running out
+//! of file descriptors.
 
 mod common;
 
@@ -58,6 +59,27 @@ fn refuses_bad_flags_in_one_line_with_status_2() {
         String::from_utf8_lossy(&version.stdout),
         format!("uppercut-mio-server {}\n", env!("CARGO_PKG_VERSION"))
     );
+}
+
+/// `POST /hello/json` (what `bench/run --routes` loads as its JSON row)
+/// reads a name from a JSON body and answers JSON, in both dispatch modes.
+#[test]
+fn the_json_route_greets_in_json() {
+    for dispatch in ["local", "system"] {
+        let server = started(server_command(&["--dispatch", dispatch]), dispatch);
+        let mut client = Client::connect(server.addr);
+        client.send(
+            b"POST /hello/json HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+              Content-Length: 16\r\n\r\n{\"name\":\"World\"}",
+        );
+        let expected = "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
+            Content-Type: application/json\r\nContent-Length: 27\r\nDate: {date}\r\n\r\n\
+            {\"message\":\"Hello, World!\"}";
+        assert_response(&client.response(false), expected);
+        client.send(b"POST /hello/json HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}");
+        let refused = client.response(false);
+        assert!(refused.starts_with(b"HTTP/1.1 415 "), "{refused:?}");
+    }
 }
 
 fn sigterm_finishes_the_response_in_flight_and_exits_0(dispatch: &str) {

@@ -226,6 +226,13 @@ impl ActorHouse {
         )
     }
 
+    /// How actors run on a thread that stands in for poller `poller` and
+    /// has no uppercut sender (the test client's): sends into the uppercut
+    /// system are left in the poller's port.
+    pub(crate) fn context_without_system(&self, poller: usize) -> RunContext<'_> {
+        RunContext::new(&self.directory, self.timer.as_deref(), Some(poller), None)
+    }
+
     /// A forwarder for each owned address, to spawn into the uppercut system
     /// there.
     pub(crate) fn forwarders(&self) -> Vec<(String, Actor)> {

@@ -318,7 +318,7 @@ fn read_answer(block: &HeaderBlock<'_>, payload: Bytes) -> Result<Inbound, Malfo
     let fields = payload.slice(..fields_len);
     check_fields(&fields)?;
     let body = payload.slice(fields_len..);
-    let mut response = ActorResponse::written(status, fields, body);
+    let mut response = ActorResponse::written(status, None, fields, body);
     response.node = node;
     Ok(Inbound::Answer(response))
 }

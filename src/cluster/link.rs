@@ -567,7 +567,7 @@ impl Link {
                     metrics.dropped(Dropped::NoActor);
                     let node = &self.cluster.config().node;
                     let why = format!("no actor {name:?} on node {node}");
-                    return request.respond(failure(503, "Service Unavailable", &why));
+                    return request.respond(failure(503, &why));
                 }
                 context.send_as("", &name, Envelope::of(request));
             }
@@ -605,7 +605,7 @@ impl Link {
                     let why = "the request did not read on this server";
                     let _ = self.port.push(Outbound::Answer {
                         reply,
-                        outcome: Outcome::Answered(failure(502, "Bad Gateway", why)),
+                        outcome: Outcome::Answered(failure(502, why)),
                     });
                 }
             }
@@ -627,14 +627,14 @@ impl Link {
             // NATS itself says nobody subscribes to the subject.
             (Some(503), _) => {
                 let why = format!("no server serves {}", describe_subject(&awaited.to));
-                Outcome::Answered(failure(503, "Service Unavailable", &why))
+                Outcome::Answered(failure(503, &why))
             }
             (_, Ok(Inbound::Answer(response))) => Outcome::Answered(response),
             (_, Ok(Inbound::Gone)) => Outcome::Gone,
             _ => {
                 metrics.dropped(Dropped::Malformed);
                 let why = "a malformed answer from another server";
-                Outcome::Answered(failure(502, "Bad Gateway", why))
+                Outcome::Answered(failure(502, why))
             }
         };
         awaited.reply_to.send(outcome);
@@ -730,8 +730,7 @@ impl Link {
                                 // 502 saying so.
                                 metrics.refused(Refusal::TooLarge);
                                 let why = SendError::TooLarge { len, max };
-                                let failed =
-                                    failure(502, "Bad Gateway", &format!("the answer was {why}"));
+                                let failed = failure(502, &format!("the answer was {why}"));
                                 codec::write_answer(out, scratch, &reply, &failed, node, max)
                             }
                         }

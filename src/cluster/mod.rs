@@ -29,7 +29,6 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use uppercut::api::Envelope;
 
 use crate::actors::remote::{Payload, Remote, RemoteAddr};
@@ -262,17 +261,13 @@ impl std::fmt::Debug for Cluster {
 /// server's size limit, else 503, saying why.
 pub(crate) fn refusal_response(error: &SendError) -> ActorResponse {
     match error {
-        SendError::TooLarge { .. } => failure(413, "Payload Too Large", &error.to_string()),
-        _ => failure(503, "Service Unavailable", &error.to_string()),
+        SendError::TooLarge { .. } => failure(413, &error.to_string()),
+        _ => failure(503, &error.to_string()),
     }
 }
 
-/// An error answer in the server's own form: `503 Service Unavailable:
-/// why`.
-pub(crate) fn failure(status: u16, reason: &str, why: &str) -> ActorResponse {
-    ActorResponse::typed(
-        status,
-        "text/plain; charset=utf-8",
-        Bytes::from(format!("{status} {reason}: {why}\n")),
-    )
+/// An error answer in the server's own form, `503 Service Unavailable:
+/// why`, unless the application chose its error bodies.
+pub(crate) fn failure(status: u16, why: &str) -> ActorResponse {
+    ActorResponse::failure(status, why)
 }

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use crate::http::head::reason_phrase;
-use crate::http::response::CannedResponse;
+use crate::http::response::{CannedResponse, ResponseError};
 
 /// The error statuses this server answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,29 +81,49 @@ impl ErrorStatus {
         )
     }
 
+    /// The server's own response: the status line's words as text.
     pub(crate) fn canned(self) -> CannedResponse {
-        match self {
-            // What a path without routes of its own accepts: static files.
-            ErrorStatus::MethodNotAllowed => not_allowed("GET, HEAD"),
-            // RFC 9110 §15.5.22 and RFC 6455 §4.4: name what to upgrade to.
-            ErrorStatus::UpgradeRequired => {
-                self.canned_with(&[("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")])
-            }
-            _ => self.canned_with(&[]),
+        let body = Bytes::from(format!("{} {}\n", self.code(), self.reason()));
+        match self.canned_as(TEXT, body, None) {
+            Ok(response) => response,
+            Err(e) => unreachable!("the server's own error response: {e}"),
         }
     }
 
-    fn canned_with(self, headers: &[(&str, &str)]) -> CannedResponse {
-        let body = format!("{} {}\n", self.code(), self.reason());
-        let mut all = vec![("Content-Type", "text/plain; charset=utf-8")];
-        all.extend_from_slice(headers);
-        CannedResponse::new(self.code(), self.reason(), &all, Bytes::from(body))
+    /// The response with this body of this content type, and the fields
+    /// the status calls for: `Allow` on a 405 (`allow`, else what a path
+    /// without routes of its own accepts: static files), `Upgrade` on a
+    /// 426. An error if the content type cannot go in a field.
+    pub(crate) fn canned_as(
+        self,
+        content_type: &str,
+        body: Bytes,
+        allow: Option<&str>,
+    ) -> Result<CannedResponse, ResponseError> {
+        let mut fields = vec![("Content-Type", content_type)];
+        match self {
+            ErrorStatus::MethodNotAllowed => fields.push(("Allow", allow.unwrap_or("GET, HEAD"))),
+            // RFC 9110 §15.5.22 and RFC 6455 §4.4: name what to upgrade to.
+            ErrorStatus::UpgradeRequired => {
+                fields.extend([("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")])
+            }
+            _ => {}
+        }
+        CannedResponse::try_new(self.code(), self.reason(), &fields, body)
     }
 }
 
+/// The content type of the server's own error bodies.
+pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
+
 /// The 405 for a path that accepts the methods `allow` lists.
 pub(crate) fn not_allowed(allow: &str) -> CannedResponse {
-    ErrorStatus::MethodNotAllowed.canned_with(&[("Allow", allow)])
+    let status = ErrorStatus::MethodNotAllowed;
+    let body = Bytes::from(format!("{} {}\n", status.code(), status.reason()));
+    match status.canned_as(TEXT, body, Some(allow)) {
+        Ok(response) => response,
+        Err(e) => unreachable!("the server's own 405: {e}"),
+    }
 }
 
 #[cfg(test)]

@@ -189,7 +189,13 @@ impl RequestStream {
                 if let Some(node) = &r.node {
                     self.framer.answered_by(node);
                 }
-                write_response(&mut to, r.status, r.content_type, &r.headers, &r.body)
+                match (r.cause(), routes.error_hook()) {
+                    // An error with a cause, whose body the application chose.
+                    (Some(cause), Some(_)) => {
+                        routes.write_error(&mut to, r.status, Some(cause), &r.headers)
+                    }
+                    _ => write_response(&mut to, r.status, r.content_type, &r.headers, &r.body),
+                }
             }
             CallEnd::Outcome(Outcome::Gone) => {
                 routes.response(Err(ErrorStatus::BadGateway)).write(&mut to)

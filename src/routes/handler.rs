@@ -6,14 +6,17 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Serialize;
 
 use crate::http::head::ResponseOut;
 use crate::http::response_fields::{
     check_header, check_status, put_header, write_response, ResponseError,
 };
 use crate::routes::actor_response::ActorResponse;
+use crate::routes::error_body::{error_body, ErrorHook, ServerError};
 use crate::routes::request::Request;
+use crate::routes::typed::Rejection;
 
 /// The function behind a handler route.
 pub(crate) type Handler = Arc<dyn Fn(&Request<'_>, &mut Response<'_>) + Send + Sync>;
@@ -28,11 +31,28 @@ thread_local! {
 /// `Connection`, and leaves the body out for HEAD.
 pub struct Response<'a> {
     status: u16,
+    /// Set by [`Response::json`].
+    content_type: Option<&'static str>,
     headers: &'a mut BytesMut,
     body: &'a mut BytesMut,
+    /// Set by [`Response::reject`]: the response is this error's.
+    rejection: Option<Rejection>,
 }
 
-impl Response<'_> {
+impl<'a> Response<'a> {
+    fn new(headers: &'a mut BytesMut, body: &'a mut BytesMut) -> Response<'a> {
+        // Whatever a handler that panicked left here is not this one's.
+        headers.clear();
+        body.clear();
+        Response {
+            status: 200,
+            content_type: None,
+            headers,
+            body,
+            rejection: None,
+        }
+    }
+
     /// Sets the status, a final response's (200 to 599); 204 and 304 are
     /// sent without a body.
     pub fn set_status(&mut self, code: u16) -> Result<(), ResponseError> {
@@ -53,6 +73,48 @@ impl Response<'_> {
     pub fn body(&mut self, bytes: &[u8]) {
         self.body.extend_from_slice(bytes);
     }
+
+    /// Makes the body `value` as JSON (serde_json), replacing what was
+    /// written of it, with `Content-Type: application/json`; the status
+    /// stays what it is. A value serde cannot write as JSON (a map whose
+    /// keys are not strings) answers 500 Internal Server Error instead,
+    /// saying why, as [`Response::reject`] would.
+    ///
+    /// ```
+    /// use serde::Serialize;
+    /// use uppercut_mio_server::{Method, Routes};
+    ///
+    /// #[derive(Serialize)]
+    /// struct Status {
+    ///     healthy: bool,
+    ///     version: &'static str,
+    /// }
+    ///
+    /// let routes = Routes::new().handler(&[Method::Get], "/status", |_, response| {
+    ///     response.json(&Status { healthy: true, version: "1.2" });
+    /// });
+    /// ```
+    pub fn json<T: Serialize + ?Sized>(&mut self, value: &T) {
+        self.body.clear();
+        match serde_json::to_writer((&mut *self.body).writer(), value) {
+            Ok(()) => self.content_type = Some("application/json"),
+            Err(e) => self.reject(Rejection::new(500, format!("JSON response: {e}"))),
+        }
+    }
+
+    /// Answers with `rejection` (from [`Request::json`] and its kin, or
+    /// made with [`Rejection::new`]): its status, and the error body the
+    /// application chose for it ([`Routes::error_body`](crate::Routes::error_body)),
+    /// else the server's text, `415 Unsupported Media Type: expected ...`.
+    /// The status, fields and body written before are dropped, and a body
+    /// written after; fields added after are sent (a `WWW-Authenticate`
+    /// with a 401).
+    pub fn reject(&mut self, rejection: Rejection) {
+        self.headers.clear();
+        self.body.clear();
+        self.content_type = None;
+        self.rejection = Some(rejection);
+    }
 }
 
 impl<'a> Response<'a> {
@@ -64,11 +126,7 @@ impl<'a> Response<'a> {
             let (headers, body) = &mut *scratch.borrow_mut();
             headers.clear();
             body.clear();
-            use_it(Response {
-                status: 200,
-                headers,
-                body,
-            })
+            use_it(Response::new(headers, body))
         })
     }
 
@@ -77,15 +135,25 @@ impl<'a> Response<'a> {
     pub(crate) fn restart(&mut self, status: u16) {
         self.headers.clear();
         self.body.clear();
+        self.content_type = None;
+        self.rejection = None;
         self.status = match check_status(status) {
             Ok(()) => status,
             Err(_) => 500,
         };
     }
 
-    /// Appends the response to `to`.
+    /// Appends the response to `to` (a rejection with the server's own
+    /// error body).
     pub(crate) fn write(&self, to: &mut ResponseOut<'_>) {
-        write_response(to, self.status, None, self.headers, self.body);
+        match &self.rejection {
+            None => write_response(to, self.status, self.content_type, self.headers, self.body),
+            Some(rejection) => {
+                let error = ServerError::new(rejection.status(), Some(rejection.cause()));
+                let (content_type, body) = error_body(None, &error);
+                write_response(to, error.status(), Some(content_type), self.headers, &body);
+            }
+        }
     }
 }
 
@@ -106,44 +174,59 @@ impl fmt::Debug for Response<'_> {
     }
 }
 
-/// Runs `handler` on `request` and appends its response to `out`; returns
-/// the status.
-pub(crate) fn respond(handler: &Handler, request: &Request<'_>, to: &mut ResponseOut<'_>) -> u16 {
+/// Runs `handler` on `request` and appends its response to `out`, with
+/// the body `errors` gives a rejection; returns the status.
+pub(crate) fn respond(
+    handler: &Handler,
+    request: &Request<'_>,
+    to: &mut ResponseOut<'_>,
+    errors: Option<&ErrorHook>,
+) -> u16 {
     SCRATCH.with(|scratch| {
         let (headers, body) = &mut *scratch.borrow_mut();
-        // Whatever a handler that panicked left here is not this one's.
-        headers.clear();
-        body.clear();
-        let mut response = Response {
-            status: 200,
-            headers,
-            body,
-        };
+        let mut response = Response::new(headers, body);
         handler(request, &mut response);
-        let status = response.status;
-        write_response(to, status, None, headers, body);
-        status
+        let Response {
+            status,
+            content_type,
+            rejection,
+            ..
+        } = response;
+        match rejection {
+            None => {
+                write_response(to, status, content_type, headers, body);
+                status
+            }
+            Some(rejection) => {
+                let error = ServerError::new(rejection.status(), Some(rejection.cause()));
+                let (content_type, body) = error_body(errors, &error);
+                write_response(to, error.status(), Some(content_type), headers, &body);
+                error.status()
+            }
+        }
     })
 }
 
 /// Runs `handler` on `request` into a response of its own: for a blocking
-/// handler, which runs on a thread with no connection to write into.
+/// handler, which runs on a thread with no connection to write into. A
+/// rejection's body is chosen where the answer is written.
 pub(crate) fn respond_owned(handler: &Handler, request: &Request<'_>) -> ActorResponse {
     SCRATCH.with(|scratch| {
         let (headers, body) = &mut *scratch.borrow_mut();
-        headers.clear();
-        body.clear();
-        let mut response = Response {
-            status: 200,
-            headers,
-            body,
-        };
+        let mut response = Response::new(headers, body);
         handler(request, &mut response);
-        let status = response.status;
-        ActorResponse::written(
+        let Response {
             status,
-            Bytes::copy_from_slice(headers),
-            Bytes::copy_from_slice(body),
-        )
+            content_type,
+            rejection,
+            ..
+        } = response;
+        let headers = Bytes::copy_from_slice(headers);
+        match rejection {
+            None => {
+                ActorResponse::written(status, content_type, headers, Bytes::copy_from_slice(body))
+            }
+            Some(rejection) => ActorResponse::rejection(rejection).with_checked_headers(headers),
+        }
     })
 }

@@ -1,12 +1,14 @@
 //! What answers a request: the route table (canned, handler and actor
-//! routes), the request and response types routes see, the middleware
-//! around them (and the ready-made ones: CORS, request ids), and the
+//! routes), the request and response types routes see (and their typed
+//! readings, `typed`), the middleware around them (and the ready-made
+//! ones: CORS, request ids), the error bodies the server writes, and the
 //! static files served ahead of them.
 
 pub(crate) mod actor;
 pub(crate) mod actor_response;
 pub(crate) mod conditional;
 pub(crate) mod cors;
+pub(crate) mod error_body;
 pub(crate) mod etag;
 pub(crate) mod handler;
 pub(crate) mod middleware;
@@ -25,5 +27,6 @@ pub(crate) mod static_response;
 pub(crate) mod static_site;
 pub(crate) mod static_table;
 pub(crate) mod table;
+pub(crate) mod typed;
 
 pub use table::Routes;

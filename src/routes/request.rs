@@ -94,6 +94,14 @@ impl<'a> Request<'a> {
         String::from_utf8(value.to_vec()).ok().map(Cow::Owned)
     }
 
+    /// Every path parameter of the route's pattern, in order, with its
+    /// value as [`Request::param`] gives it.
+    pub(crate) fn path_params(&self) -> impl Iterator<Item = (&'a str, Option<Cow<'a, str>>)> {
+        let request = *self;
+        let pairs = self.params.into_iter().flat_map(|params| params.pairs());
+        pairs.map(move |(name, _)| (name, request.param(name)))
+    }
+
     /// The address of the client that sent the request (of the proxy in
     /// front of it, if any: this server reads no `Forwarded` header).
     pub fn peer_addr(&self) -> Option<SocketAddr> {

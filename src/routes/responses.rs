@@ -5,7 +5,9 @@ use bytes::Bytes;
 
 use crate::http::head::ResponseOut;
 use crate::http::response::CannedResponse;
+use crate::http::response_fields::write_response;
 use crate::http::status::ErrorStatus;
+use crate::routes::error_body::{error_body, ServerError};
 use crate::routes::handler;
 use crate::routes::request::Request;
 use crate::routes::table::{Reply, RouteAnswer, Routes};
@@ -52,7 +54,7 @@ impl Routes {
             let written = self
                 .static_site
                 .as_ref()
-                .is_some_and(|site| site.write(reply, raw_head, to));
+                .is_some_and(|site| site.write(reply, raw_head, to, self.error_hook()));
             if !written {
                 // Reloaded while this request's body arrived: try again.
                 self.response(Err(ErrorStatus::ServiceUnavailable))
@@ -71,7 +73,21 @@ impl Routes {
         request: &Request<'_>,
         to: &mut ResponseOut<'_>,
     ) -> u16 {
-        handler::respond(self.handler_at(index), request, to)
+        handler::respond(self.handler_at(index), request, to, self.error_hook())
+    }
+
+    /// Appends the error response `status` with `cause`, and the checked
+    /// header lines `headers`: the application's error body if it chose
+    /// them, else the server's text.
+    pub(crate) fn write_error(
+        &self,
+        to: &mut ResponseOut<'_>,
+        status: u16,
+        cause: Option<&str>,
+        headers: &[u8],
+    ) {
+        let (content_type, body) = error_body(self.error_hook(), &ServerError::new(status, cause));
+        write_response(to, status, Some(content_type), headers, &body);
     }
 
     /// The canned response `answer` names; for a handler, actor or static

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::http::head::ResponseOut;
 use crate::http::request::RequestHead;
 use crate::http::status::ErrorStatus;
+use crate::routes::error_body::ErrorHook;
 use crate::routes::static_files::{self, StaticFilesError, StaticLimits};
 use crate::routes::static_table::{StaticReply, StaticTable};
 
@@ -129,15 +130,17 @@ impl StaticSite {
 
     /// Writes `reply`'s response; `false` when the table that routed it has
     /// been replaced since and no thread-held copy is at hand (a request
-    /// whose body was still arriving across a reload).
+    /// whose body was still arriving across a reload). A 416's body is the
+    /// application's if it chose error bodies (`errors`).
     pub(crate) fn write(
         &self,
         reply: StaticReply,
         raw_head: &[u8],
         to: &mut ResponseOut<'_>,
+        errors: Option<&ErrorHook>,
     ) -> bool {
         self.with_table(reply.generation, true, |table| {
-            table.write(reply, raw_head, to)
+            table.write(reply, raw_head, to, errors)
         })
         .is_some()
     }

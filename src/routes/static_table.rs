@@ -16,16 +16,18 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::http::date::{format_imf_fixdate, unix_seconds};
 use crate::http::head::ResponseOut;
 use crate::http::request::{Method, RequestHead, MAX_HEAD_LEN};
 use crate::http::response::CannedResponse;
+use crate::http::response_fields::{put_header, write_response};
 use crate::http::status::ErrorStatus;
 use crate::routes::conditional::{
     if_range_matches, not_modified_since, parse_range, scan_headers, target_query, RangeRequest,
 };
+use crate::routes::error_body::{error_body, ErrorHook, ServerError};
 use crate::routes::etag::{if_none_match, strong_etag};
 use crate::routes::percent::{needs_normalizing, normalize_path, AboveRoot};
 use crate::routes::static_loaded::{LoadedDir, LoadedFile};
@@ -164,7 +166,15 @@ impl StaticTable {
     }
 
     /// Writes the response `reply` chose; `reply` comes from this table.
-    pub(crate) fn write(&self, reply: StaticReply, raw_head: &[u8], to: &mut ResponseOut<'_>) {
+    /// A 416's body is the application's if it chose error bodies
+    /// (`errors`).
+    pub(crate) fn write(
+        &self,
+        reply: StaticReply,
+        raw_head: &[u8],
+        to: &mut ResponseOut<'_>,
+        errors: Option<&ErrorHook>,
+    ) {
         if reply.kind == StaticKind::Redirect {
             let redirect = &self.directories[reply.target];
             return redirect.write(to, target_query(raw_head));
@@ -178,7 +188,10 @@ impl StaticTable {
             (StaticKind::NotModified | StaticKind::GzipNotModified, _) => {
                 &file.revalidation.not_modified
             }
-            (StaticKind::Unsatisfiable, _) => &file.unsatisfiable,
+            (StaticKind::Unsatisfiable, _) => match errors {
+                Some(hook) => return file.write_unsatisfiable(hook, to),
+                None => &file.unsatisfiable,
+            },
             (StaticKind::Part { first, last }, _) => {
                 return file.partial.write(to, &file.content, first, last);
             }
@@ -215,6 +228,21 @@ impl GzipResponses {
 }
 
 impl FileResponses {
+    /// The 416 with the application's error body, and the fields of the
+    /// canned one.
+    fn write_unsatisfiable(&self, hook: &ErrorHook, to: &mut ResponseOut<'_>) {
+        let mut fields = BytesMut::new();
+        put_header(&mut fields, "Accept-Ranges", "bytes");
+        let content_range = format!("bytes */{}", self.content.len());
+        put_header(&mut fields, "Content-Range", &content_range);
+        if self.gzip.is_some() {
+            put_header(&mut fields, "Vary", "Accept-Encoding");
+        }
+        let error = ServerError::new(416, None);
+        let (content_type, body) = error_body(Some(hook), &error);
+        write_response(to, 416, Some(content_type), &fields, &body);
+    }
+
     fn new(file: LoadedFile) -> FileResponses {
         let etag = strong_etag(&file.content);
         let last_modified =

@@ -11,16 +11,18 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use rustc_hash::FxHashMap;
+use serde::Serialize;
 use uppercut::api::AnyActor;
 
 use crate::http::method::Method;
 use crate::http::request::{RequestHead, MAX_BODY_LEN, MAX_HEAD_LEN};
 use crate::http::response::CannedResponse;
 use crate::http::response_fields::AddedFields;
-use crate::http::status::not_allowed;
-use crate::http::status::ErrorStatus;
+use crate::http::status::{not_allowed, ErrorStatus};
 use crate::http::target::TargetForm;
+use crate::routes::error_body::{ErrorHook, ServerError};
 use crate::routes::etag;
 use crate::routes::handler::Handler;
 use crate::routes::handler::Response;
@@ -33,6 +35,7 @@ use crate::routes::spawns::ActorSpec;
 use crate::routes::static_files::{StaticFilesError, StaticLimits};
 use crate::routes::static_site::StaticSite;
 use crate::routes::static_table::StaticReply;
+use crate::routes::typed::Rejection;
 use crate::websocket::{WebSocket, WsLimits};
 
 /// Where the server answers with `--upstream`'s JSON.
@@ -155,6 +158,8 @@ pub struct Routes {
     actors: Vec<ActorRoute>,
     websockets: Vec<WebSocketFactory>,
     pub(crate) errors: Vec<CannedResponse>,
+    /// The application's error bodies (`Routes::error_body`), if it chose.
+    error_hook: Option<ErrorHook>,
     reply_timeout: Duration,
     pub(crate) spawns: Vec<ActorSpec>,
     /// Threads for blocking handlers.
@@ -195,6 +200,7 @@ impl Routes {
             actors: Vec::new(),
             websockets: Vec::new(),
             errors: ErrorStatus::ALL.iter().map(|s| s.canned()).collect(),
+            error_hook: None,
             reply_timeout: REPLY_TIMEOUT,
             spawns: Vec::new(),
             blocking_threads: BLOCKING_THREADS,
@@ -248,6 +254,130 @@ impl Routes {
         let target = Target::Handler(self.handlers.len() - 1);
         self.insert(path, methods, target);
         self
+    }
+
+    /// Answers `methods` at `path` with the JSON of what `handler` returns
+    /// (serde_json, `Content-Type: application/json`), or with the
+    /// [`Rejection`] it returns: a typed handler, whose body, query and
+    /// path parameters come from [`Request::json`], [`Request::query_params`]
+    /// and [`Request::params`] with `?`. It is a [`Routes::handler`] underneath,
+    /// run on the connection's poller, and must not block either.
+    ///
+    /// ```
+    /// use serde::{Deserialize, Serialize};
+    /// use uppercut_mio_server::{Method, Rejection, Routes};
+    ///
+    /// #[derive(Deserialize)]
+    /// struct Order {
+    ///     item: String,
+    ///     quantity: u32,
+    /// }
+    ///
+    /// #[derive(Serialize)]
+    /// struct Placed {
+    ///     id: u64,
+    ///     item: String,
+    ///     quantity: u32,
+    /// }
+    ///
+    /// let routes = Routes::new().json_handler(&[Method::Post], "/orders", |request| {
+    ///     let order: Order = request.json()?;
+    ///     if order.quantity == 0 {
+    ///         return Err(Rejection::new(422, "quantity must be at least 1"));
+    ///     }
+    ///     Ok(Placed { id: 1, item: order.item, quantity: order.quantity })
+    /// });
+    /// ```
+    pub fn json_handler<T, F>(self, methods: &[Method], path: &str, handler: F) -> Routes
+    where
+        T: Serialize,
+        F: Fn(&Request<'_>) -> Result<T, Rejection> + Send + Sync + 'static,
+    {
+        self.handler(methods, path, move |request, response| {
+            match handler(request) {
+                Ok(value) => response.json(&value),
+                Err(rejection) => response.reject(rejection),
+            }
+        })
+    }
+
+    /// Has the application choose the body of every error response the
+    /// server writes itself (404, 405, 413, a malformed request's 400, an
+    /// actor's 502 or 504, a 503 ...) and of every [`Rejection`]: `hook`
+    /// gets the status, its reason and, for an error with a cause of its
+    /// own, why ([`ServerError`]), and returns a content type and a body.
+    /// The status and the fields the status calls for (`Allow`, `Upgrade`,
+    /// `Content-Range`) stay the server's, and so does the protocol: an
+    /// HTTP/2 stream gets the same body.
+    ///
+    /// The errors without a cause are built once, here and as routes are
+    /// added, so serving them costs what it did; the hook runs per response
+    /// only for errors with a cause (rejections, an upstream's or another
+    /// server's failure, a static file's 416). It runs on the pollers and
+    /// must not block. A content type that cannot go in a header field
+    /// refuses the table at [`Server::start`](crate::Server::start) (or, for
+    /// an error with a cause, sends the server's text instead).
+    ///
+    /// ```
+    /// use uppercut_mio_server::Routes;
+    ///
+    /// let routes = Routes::new().error_body(|error| {
+    ///     let body = serde_json::json!({
+    ///         "status": error.status(),
+    ///         "error": error.reason(),
+    ///         "detail": error.cause(),
+    ///     });
+    ///     ("application/problem+json", body.to_string())
+    /// });
+    /// ```
+    pub fn error_body<F, B>(mut self, hook: F) -> Routes
+    where
+        F: Fn(&ServerError<'_>) -> (&'static str, B) + Send + Sync + 'static,
+        B: Into<Bytes>,
+    {
+        self.error_hook = Some(Arc::new(move |error: &ServerError<'_>| {
+            let (content_type, body) = hook(error);
+            (content_type, body.into())
+        }));
+        self.errors = ErrorStatus::ALL
+            .iter()
+            .map(|&status| self.canned_error(status, None))
+            .collect();
+        for index in 0..self.entries.len() {
+            let allow = self.entries[index].allow();
+            self.entries[index].not_allowed =
+                self.canned_error(ErrorStatus::MethodNotAllowed, Some(&allow));
+        }
+        self
+    }
+
+    /// The application's error bodies, if it chose them.
+    pub(crate) fn error_hook(&self) -> Option<&ErrorHook> {
+        self.error_hook.as_ref()
+    }
+
+    /// The canned response of `status` (with `allow` in a 405's `Allow`),
+    /// with the application's body if it chose one. A body that cannot be
+    /// sent is noted for `Server::start` to refuse.
+    fn canned_error(&mut self, status: ErrorStatus, allow: Option<&str>) -> CannedResponse {
+        let own = || match allow {
+            Some(allow) => not_allowed(allow),
+            None => status.canned(),
+        };
+        let Some(hook) = &self.error_hook else {
+            return own();
+        };
+        let (content_type, body) = hook(&ServerError::new(status.code(), None));
+        match status.canned_as(content_type, body, allow) {
+            Ok(response) => response,
+            Err(e) => {
+                let refused = format!("Routes::error_body: the body of a {}: {e}", status.code());
+                if !self.refused.contains(&refused) {
+                    self.refused.push(refused);
+                }
+                own()
+            }
+        }
     }
 
     /// As [`Routes::handler`], for a handler that may block (a file read, a
@@ -597,7 +727,9 @@ impl Routes {
                 entry.targets[slot] = Some(target);
             }
         }
-        entry.not_allowed = not_allowed(&entry.allow());
+        let allow = entry.allow();
+        self.entries[index].not_allowed =
+            self.canned_error(ErrorStatus::MethodNotAllowed, Some(&allow));
     }
 
     /// Which response answers `head`.

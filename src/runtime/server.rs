@@ -114,44 +114,19 @@ impl Server {
         }
         let local_addr = bound[0].addr;
 
-        let site = config
-            .static_dir
-            .as_ref()
-            .map(|dir| load_site(dir, config))
-            .transpose()?;
+        let routes = Arc::new(configured(config, routes)?);
+        // The server reloads the directory it loaded, not a site the
+        // routes came with.
+        let site = match config.static_dir {
+            Some(_) => routes.static_site.clone(),
+            None => None,
+        };
         let tls = config
             .tls
             .as_ref()
             .map(|files| TlsAcceptor::new(files, config.http2).map(Arc::new))
             .transpose()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let routes = match &site {
-            Some(site) => routes.with_static_site(Arc::clone(site)),
-            None => routes,
-        };
-        let routes = config
-            .actor_routes
-            .iter()
-            .fold(routes, |routes, (path, address)| {
-                routes.actor(&Method::ROUTABLE, path, address)
-            });
-        let routes = match &config.upstream {
-            Some(upstream) => routes.with_upstream(upstream.timeout),
-            None => routes,
-        };
-        let routes = server_middleware(routes, config);
-        let added = AddedFields::new(&config.headers).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("a header for every response: {e}"),
-            )
-        })?;
-        let routes = Arc::new(
-            routes
-                .with_max_body(config.max_body)
-                .with_added_fields(added)
-                .with_websocket_max_message(config.ws_max_message),
-        );
         let access_log = config
             .access_log
             .as_ref()
@@ -536,6 +511,38 @@ fn server_middleware(routes: Routes, config: &Config) -> Routes {
         true => routes.wrap_first(Arc::new(RequestId::new())),
         false => routes,
     }
+}
+
+/// `routes` with what `config` adds to them: the static directory, the
+/// `--actor-route`s, `/io` with an upstream, the middleware of `--cors`
+/// and `--request-id`, the body limit, the fields
+/// every response carries and the WebSocket message limit.
+pub(crate) fn configured(config: &Config, routes: Routes) -> io::Result<Routes> {
+    let routes = match &config.static_dir {
+        Some(dir) => routes.with_static_site(load_site(dir, config)?),
+        None => routes,
+    };
+    let routes = config
+        .actor_routes
+        .iter()
+        .fold(routes, |routes, (path, address)| {
+            routes.actor(&Method::ROUTABLE, path, address)
+        });
+    let routes = match &config.upstream {
+        Some(upstream) => routes.with_upstream(upstream.timeout),
+        None => routes,
+    };
+    let routes = server_middleware(routes, config);
+    let added = AddedFields::new(&config.headers).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a header for every response: {e}"),
+        )
+    })?;
+    Ok(routes
+        .with_max_body(config.max_body)
+        .with_added_fields(added)
+        .with_websocket_max_message(config.ws_max_message))
 }
 
 fn load_site(dir: &std::path::Path, config: &Config) -> io::Result<Arc<StaticSite>> {

@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use log::warn;
 
 use crate::http::status::ErrorStatus;
@@ -122,19 +121,13 @@ impl UpstreamFailure {
         cursor.position() as usize
     }
 
-    /// The response: `CODE REASON: cause\n` as a text body.
+    /// The response: `CODE REASON: cause\n` as a text body, unless the
+    /// application chose its error bodies.
     pub(crate) fn response(self) -> ActorResponse {
-        let status = self.status();
-        let mut body = [0u8; 128];
-        let mut cursor = io::Cursor::new(&mut body[..]);
-        let _ = write!(cursor, "{} {}: ", status.code(), status.reason());
         let mut cause = [0u8; 64];
         let cause_len = self.describe(&mut cause);
-        let _ = cursor.write_all(&cause[..cause_len]);
-        let _ = cursor.write_all(b"\n");
-        let len = cursor.position() as usize;
-        let body = Bytes::copy_from_slice(&body[..len]);
-        ActorResponse::typed(status.code(), "text/plain; charset=utf-8", body)
+        let cause = String::from_utf8_lossy(&cause[..cause_len]);
+        ActorResponse::failure(self.status().code(), &cause)
     }
 
     /// Warns that `/io` failed this way, unless this cause was reported less

@@ -1,7 +1,9 @@
 //! actix-hello ADDR WORKERS [CERT KEY]
 //!
-//! The reference peer for `bench/run`: the same two routes as
-//! uppercut-mio-server, served by actix-web 4 with WORKERS threads; with a
+//! The reference peer for `bench/run`: the same routes as
+//! uppercut-mio-server's `/`, `/v1/user` and `POST /hello/json` (a small
+//! JSON body in, JSON out, through actix-web's `Json<T>`), served by
+//! actix-web 4 with WORKERS threads; with a
 //! PEM certificate chain and key, over TLS with rustls (the ring provider,
 //! as the server under test uses, so the comparison is of the servers and
 //! not of their cryptography).
@@ -11,6 +13,7 @@ use std::io::BufReader;
 use std::sync::Arc;
 
 use actix_web::{http::header::ContentType, web, App, HttpResponse, HttpServer};
+use serde::{Deserialize, Serialize};
 
 /// The fixture that `GET /v1/user` returns, shared with the server under test.
 static V1_USER: &[u8] = include_bytes!("../../../fixtures/v1-user.json");
@@ -25,6 +28,24 @@ async fn v1_user() -> HttpResponse {
     HttpResponse::Ok()
         .content_type(ContentType::json())
         .body(V1_USER)
+}
+
+/// Whom `POST /hello/json` greets.
+#[derive(Deserialize)]
+struct Greet {
+    name: String,
+}
+
+/// What `POST /hello/json` answers.
+#[derive(Serialize)]
+struct Greeting {
+    message: String,
+}
+
+async fn hello_json(greet: web::Json<Greet>) -> web::Json<Greeting> {
+    web::Json(Greeting {
+        message: format!("Hello, {}!", greet.name),
+    })
 }
 
 fn usage() -> ! {
@@ -75,6 +96,7 @@ async fn main() -> std::io::Result<()> {
         App::new()
             .route("/", web::get().to(hello))
             .route("/v1/user", web::get().to(v1_user))
+            .route("/hello/json", web::post().to(hello_json))
     })
     .workers(workers);
     let (server, scheme) = match tls {

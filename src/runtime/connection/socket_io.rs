@@ -12,7 +12,6 @@ use uppercut::api::AnySender;
 
 use super::{http2, Connection, Flow, Scratch, MAX_DISCARD_ON_CLOSE};
 use crate::http::head::ResponseOut;
-use crate::http::response_fields::write_response;
 use crate::net::transport::Received;
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::wakeup::EXPIRE;
@@ -194,14 +193,13 @@ impl Connection {
     ) -> io::Result<Flow> {
         if http {
             scratch.output.clear();
-            let body = b"400 Bad Request: a plain HTTP request was sent to an HTTPS port\n";
+            let cause = "a plain HTTP request was sent to an HTTPS port";
             let date = self.shared.date();
-            let fields = b"Content-Type: text/plain; charset=utf-8\r\n";
             let persistence = crate::http::head::Persistence::Close;
-            let added = self.shared.routes().added.lines();
-            let mut to =
-                ResponseOut::new(&mut scratch.output, &date, persistence, false).with_added(added);
-            write_response(&mut to, 400, None, fields, body);
+            let routes = self.shared.routes();
+            let mut to = ResponseOut::new(&mut scratch.output, &date, persistence, false)
+                .with_added(routes.added.lines());
+            routes.write_error(&mut to, 400, Some(cause), b"");
             let _ = self.transport.write_unencrypted(&scratch.output);
             scratch.output.clear();
             self.note_wire();
