@@ -389,16 +389,19 @@ fn no_value(parser: &mut lexopt::Parser, flag: &str) -> Result<(), String> {
 
 /// The line the binary prints once it listens. Scripts and tests read its
 /// beginning, `listening on http://ADDR (N pollers, dispatch MODE` (or
-/// `https://` with `--tls-cert`).
+/// `https://` with `--tls-cert`; `1 poller` for one).
 pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>) -> String {
     let first_tls = config
         .effective_listeners()
         .first()
         .is_some_and(|listener| listener.tls);
     let scheme = if first_tls { "https" } else { "http" };
+    let pollers = match config.pollers {
+        1 => "1 poller".to_string(),
+        n => format!("{n} pollers"),
+    };
     let mut line = format!(
-        "listening on {scheme}://{addr} ({} pollers, dispatch {}",
-        config.pollers,
+        "listening on {scheme}://{addr} ({pollers}, dispatch {}",
         config.dispatch.name()
     );
     if config.pin {

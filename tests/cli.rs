@@ -466,7 +466,7 @@ fn the_start_line_names_the_static_directory_and_the_upstream() {
     let one = config(&["--pollers=1", "--dispatch=system", "--static-dir=www"]);
     assert_eq!(
         start_line(addr, &one, Some(1)),
-        "listening on http://127.0.0.1:9000 (1 pollers, dispatch system, static www: 1 file)"
+        "listening on http://127.0.0.1:9000 (1 poller, dispatch system, static www: 1 file)"
     );
 }
 

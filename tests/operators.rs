@@ -57,7 +57,7 @@ fn the_start_line_names_the_static_directory_and_the_upstream() {
     assert_eq!(
         server.start_line,
         format!(
-            "listening on http://{} (1 pollers, dispatch local, static {dir_arg}: 1 file, \
+            "listening on http://{} (1 poller, dispatch local, static {dir_arg}: 1 file, \
              upstream http://127.0.0.1:9/status)\n",
             server.addr
         )

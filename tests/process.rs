@@ -22,7 +22,7 @@ fn started(command: Command, dispatch: &str) -> Running {
     assert_eq!(
         server.start_line,
         format!(
-            "listening on http://{} (1 pollers, dispatch {dispatch})\n",
+            "listening on http://{} (1 poller, dispatch {dispatch})\n",
             server.addr
         )
     );
@@ -107,7 +107,7 @@ fn survives_running_out_of_descriptors() {
     assert_eq!(
         server.start_line,
         format!(
-            "listening on http://{} (1 pollers, dispatch local)\n",
+            "listening on http://{} (1 poller, dispatch local)\n",
             server.addr
         )
     );
