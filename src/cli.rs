@@ -112,6 +112,10 @@ Durations T are 0, or a number and a unit: 500ms, 1.5s, 2m, 1h. Only
 --shutdown-timeout takes 0. Sizes SIZE are bytes, or with a K, M or G suffix
 (KiB, MiB, GiB).
 
+Exit status: 0 after a clean shutdown (and for --help, --version); 1 when the
+server cannot start; 2 for a bad command line; 3 when the shutdown timeout
+closed connections with requests unanswered or responses not all sent.
+
 Logging goes through env_logger: RUST_LOG=info or RUST_LOG=debug for more.";
 
 /// The duration forms every flag accepts, for messages.

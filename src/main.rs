@@ -53,9 +53,17 @@ fn main() -> ExitCode {
     if let Some(addr) = server.metrics_addr() {
         println!("metrics at http://{addr}/metrics");
     }
-    server.run_until_signal();
-    ExitCode::SUCCESS
+    match server.run_until_signal() {
+        true => ExitCode::SUCCESS,
+        // Requests went unanswered: the shutdown timeout cut them short.
+        false => ExitCode::from(EXIT_CUT_SHORT),
+    }
 }
+
+/// The exit status when the shutdown timeout closed connections with a
+/// request unanswered or a response not all sent (1: could not start;
+/// 2: a bad command line).
+const EXIT_CUT_SHORT: u8 = 3;
 
 /// The standard routes, and the same `Hello, World!` as a handler route and
 /// as actor routes (one actor; an actor per poller; an actor on blocking

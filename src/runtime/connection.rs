@@ -426,10 +426,27 @@ impl Connection {
             return;
         }
         self.ended = true;
+        if self.shared.phase() == Phase::Stopping && self.is_busy() {
+            self.shared.note_cut_short();
+        }
         self.end_call();
         self.end_websocket(None);
         self.end_http2();
         self.count(|m| &m.closed, 1);
+    }
+
+    /// A request is in progress or unanswered, or a response is not all
+    /// sent: closing now cuts it short. A WebSocket is no request.
+    fn is_busy(&self) -> bool {
+        if self.websocket.is_some() || self.lingering {
+            return false;
+        }
+        match self.http2_open_streams() {
+            Some(streams) => streams > 0 || self.transport.is_backed_up(),
+            None => {
+                self.stream.is_mid_request() || self.call.is_some() || self.transport.is_backed_up()
+            }
+        }
     }
 
     /// Adds `n` to one of the poller's counters, with `--metrics`.

@@ -308,7 +308,10 @@ impl Server {
     /// [`Server::shutdown`] does within `Config::shutdown_timeout`; SIGHUP
     /// meanwhile reloads the static directory (a failed reload keeps the
     /// files already served), and SIGUSR1 reopens the access log file (after
-    /// logrotate has moved it). True when everything finished in time.
+    /// logrotate has moved it). True when every request was answered;
+    /// false when the shutdown timeout closed a connection with a request
+    /// unanswered or a response not all sent (a program may then exit
+    /// non-zero, as the binary does).
     pub fn run_until_signal(self) -> bool {
         let blocked = Blocked::here();
         let signal = loop {
@@ -326,11 +329,7 @@ impl Server {
             self.shutdown_timeout
         );
         let grace = self.shutdown_timeout;
-        let finished = self.shutdown(grace);
-        if !finished {
-            warn!("shutdown timeout: closed the connections still busy");
-        }
-        finished
+        self.shutdown(grace)
     }
 
     /// SIGHUP: reads the TLS certificate and key, and the static directory,
@@ -432,7 +431,9 @@ impl Server {
 
     /// Stops accepting at once, lets every connection finish the request it
     /// is in (its response then closes it) and closes idle ones; after
-    /// `grace`, closes whatever is left. True when everything finished in time.
+    /// `grace`, closes whatever is left. True when every request was
+    /// answered: false (and a warning) when a connection closed after
+    /// `grace` had a request unanswered or a response not all sent.
     pub fn shutdown(mut self, grace: Duration) -> bool {
         self.enter(Phase::Draining);
         let timed_out = matches!(
@@ -440,7 +441,12 @@ impl Server {
             Err(mpsc::RecvTimeoutError::Timeout)
         );
         self.stop_and_join();
-        !timed_out
+        // Connections closed idle, or WebSockets, cut nothing short.
+        let cut_short = timed_out && self.state.cut_short() > 0;
+        if cut_short {
+            warn!("shutdown timeout: closed the connections still busy");
+        }
+        !cut_short
     }
 
     /// Closes every connection now and waits for the system to end.
