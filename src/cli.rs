@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::AccessLogTarget;
-use crate::config::{host_node_name, ClusterConfig, NatsUrl};
+use crate::config::{host_node_name, is_subject_token, ClusterConfig, NatsUrl};
 use crate::config::{Config, Dispatch, Listener, TlsFiles, UpstreamConfig};
 use crate::http::response_fields::AddedFields;
 
@@ -322,6 +322,16 @@ where
             cluster.ca = nats_ca;
             cluster.prefix = nats_prefix.unwrap_or(cluster.prefix);
             cluster.buffer = nats_buffer.unwrap_or(cluster.buffer);
+            for (flag, value) in [
+                ("--node", &cluster.node),
+                ("--nats-prefix", &cluster.prefix),
+            ] {
+                if !is_subject_token(value) {
+                    return Err(format!(
+                        "{flag} {value:?}: use letters, digits, '-' and '_'"
+                    ));
+                }
+            }
             cluster.check()?;
             config.cluster = Some(cluster);
         }
@@ -367,7 +377,8 @@ where
         upstream_conns.is_some() || upstream_timeout.is_some() || upstream_queue.is_some();
     match upstream_url {
         Some(url) => {
-            let mut upstream = UpstreamConfig::from_url(&url)?;
+            let mut upstream =
+                UpstreamConfig::from_url(&url).map_err(|e| format!("--upstream: {e}"))?;
             upstream.conns = upstream_conns.unwrap_or(upstream.conns);
             upstream.timeout = upstream_timeout.unwrap_or(upstream.timeout);
             upstream.queue = upstream_queue.unwrap_or(upstream.queue);

@@ -41,10 +41,20 @@ fn main() -> ExitCode {
         Ok(server) => server,
         // The error names the address, the directory or the file itself.
         Err(e) => {
-            eprintln!("uppercut-mio-server: {e}");
+            eprintln!("uppercut-mio-server: {}", with_flag(e.to_string()));
             return ExitCode::FAILURE;
         }
     };
+    if let Some(site) = server.static_site() {
+        let skipped = site.summary().skipped_dotfiles;
+        if skipped > 0 {
+            warn!(
+                "--static-dir {}: not serving {skipped} dotfiles or dot-directories \
+                 (names starting with '.'); --static-dotfiles serves them",
+                site.dir().display()
+            );
+        }
+    }
     let files = server.static_site().map(|site| site.summary().files);
     println!("{}", start_line(server.local_addr(), &config, files));
     if let Some(line) = more_listeners_line(server.listeners()) {
@@ -64,6 +74,24 @@ fn main() -> ExitCode {
 /// request unanswered or a response not all sent (1: could not start;
 /// 2: a bad command line).
 const EXIT_CUT_SHORT: u8 = 3;
+
+/// A start error as the operator reads it: the library names the file or
+/// directory that failed by what it is, and here it goes by the flag that
+/// gave it.
+fn with_flag(message: String) -> String {
+    const FLAGS: [(&str, &str); 4] = [
+        ("TLS certificate ", "--tls-cert "),
+        ("TLS key ", "--tls-key "),
+        ("static directory ", "--static-dir "),
+        ("NATS CA file ", "--nats-ca "),
+    ];
+    for (noun, flag) in FLAGS {
+        if let Some(rest) = message.strip_prefix(noun) {
+            return format!("{flag}{rest}");
+        }
+    }
+    message
+}
 
 /// The standard routes, and the same `Hello, World!` as a handler route and
 /// as actor routes (one actor; an actor per poller; an actor on blocking

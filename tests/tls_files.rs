@@ -139,7 +139,7 @@ fn sighup_reloads_the_certificate_for_new_connections() {
     let line = server.wait_for_log("SIGHUP: TLS reload failed");
     assert!(
         line.ends_with(&format!(
-            "still serving the certificate loaded before: --tls-cert {}: \
+            "still serving the certificate loaded before: TLS certificate {}: \
              no certificate (BEGIN CERTIFICATE) in the file",
             files.cert.display()
         )),

@@ -67,7 +67,7 @@ pub(crate) fn render(
     page.family(
         "uppercut_connections_refused_total",
         "counter",
-        "Connections closed at once because --max-connections were open.",
+        "Connections closed at once because the most connections allowed were open.",
     );
     per_poller(&mut page, &|p| load(&p.refused));
 
@@ -215,7 +215,7 @@ pub(crate) fn render(
         page.family(
             "uppercut_upstream_connections",
             "gauge",
-            "Connections to the --upstream service, idle or busy with a request.",
+            "Connections to the upstream service of /io, idle or busy with a request.",
         );
         for (index, poller) in pollers.iter().enumerate() {
             for (state, counter) in [
@@ -231,7 +231,7 @@ pub(crate) fn render(
         page.family(
             "uppercut_upstream_requests_total",
             "counter",
-            "Requests to the --upstream service, by how they ended.",
+            "Requests to the upstream service of /io, by how they ended.",
         );
         for (index, poller) in pollers.iter().enumerate() {
             for result in UpstreamResult::ALL {

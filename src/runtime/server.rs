@@ -362,7 +362,7 @@ impl Server {
                 site.dir().display()
             ),
             Err(e) => warn!(
-                "SIGHUP: reload failed, still serving the files loaded before: --static-dir {}: {e}",
+                "SIGHUP: reload failed, still serving the files loaded before: static directory {}: {e}",
                 site.dir().display()
             ),
         }
@@ -520,17 +520,10 @@ fn join_cluster(
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
-/// Loads the static directory `dir` as `config` asks.
+/// Loads the static directory `dir` as `config` asks. The dotfiles left
+/// out are in its summary, for the program to say how to serve them.
 fn load_site(dir: &std::path::Path, config: &Config) -> io::Result<Arc<StaticSite>> {
     let site = StaticSite::load(dir, config.static_limits, config.static_dotfiles)
-        .map_err(|e| io::Error::other(format!("--static-dir {}: {e}", dir.display())))?;
-    let skipped = site.summary().skipped_dotfiles;
-    if skipped > 0 {
-        warn!(
-            "--static-dir {}: not serving {skipped} dotfiles or dot-directories \
-             (names starting with '.'); --static-dotfiles serves them",
-            dir.display()
-        );
-    }
+        .map_err(|e| io::Error::other(format!("static directory {}: {e}", dir.display())))?;
     Ok(Arc::new(site))
 }
