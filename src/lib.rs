@@ -93,6 +93,11 @@ mod ws;
 /// actor routes use the same version.
 pub use uppercut;
 
+/// The status of a response ([`ActorResponse::new`], [`Response::set_status`]),
+/// from the `http` crate, re-exported so that routes need no dependency of
+/// their own on it.
+pub use ::http::StatusCode;
+
 /// Logs to standard error at the levels `RUST_LOG` names (`warn` unless
 /// set), as the server binary does, with `env_logger`; a library user who
 /// has a logger of their own installs that instead. Call it once, first.

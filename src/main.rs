@@ -11,7 +11,7 @@ use uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::cli::{
     more_listeners_line, parse_args, start_line, version_line, Command, USAGE,
 };
-use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse};
+use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse, StatusCode};
 use uppercut_mio_server::{Message, Method, Outgoing, Routes, Server, WebSocket, WsContext};
 
 fn main() -> ExitCode {
@@ -176,8 +176,8 @@ struct Hello {
 
 impl Hello {
     fn new() -> Hello {
-        let response = ActorResponse::new(200)
-            .and_then(|response| response.with_header("Content-Type", "text/plain"))
+        let response = ActorResponse::new(StatusCode::OK)
+            .with_header("Content-Type", "text/plain")
             .map(|response| response.with_body("Hello, World!"));
         Hello {
             response: response.ok(),

@@ -2,8 +2,11 @@
 //! and a body, which the connection frames as it frames every response.
 
 use bytes::{Bytes, BytesMut};
+use http::StatusCode;
 
-use crate::http::response_fields::{check_header, check_status, put_header, ResponseError};
+use crate::http::response_fields::{
+    check_header, check_status, final_status, put_header, ResponseError,
+};
 
 /// An actor's answer to an [`ActorRequest`](crate::ActorRequest): a status, header fields and a
 /// body. The server adds `Server`, `Content-Length`, `Date` and
@@ -25,17 +28,19 @@ pub struct ActorResponse {
 }
 
 impl ActorResponse {
-    /// A response with this status (200 to 599), no header fields and no
-    /// body.
-    pub fn new(status: u16) -> Result<ActorResponse, ResponseError> {
-        check_status(status)?;
-        Ok(ActorResponse {
-            status,
+    /// A response with this status, no header fields and no body:
+    /// `ActorResponse::new(StatusCode::CREATED)`. A status that is not a
+    /// final response's (an informational 1xx, or one past 599) is sent as
+    /// 500 Internal Server Error; [`ActorResponse::try_with_status`] refuses
+    /// it instead.
+    pub fn new(status: StatusCode) -> ActorResponse {
+        ActorResponse {
+            status: final_status(status),
             content_type: None,
             headers: Bytes::new(),
             body: Bytes::new(),
             node: None,
-        })
+        }
     }
 
     /// A 200 response with a `text/plain; charset=utf-8` body.
@@ -71,11 +76,25 @@ impl ActorResponse {
         }
     }
 
-    /// The same response with another status (200 to 599).
-    pub fn with_status(mut self, status: u16) -> Result<ActorResponse, ResponseError> {
-        check_status(status)?;
-        self.status = status;
+    /// The same response with another status, as [`ActorResponse::new`]
+    /// takes it (a status that is not a final response's is sent as 500).
+    pub fn with_status(mut self, status: StatusCode) -> ActorResponse {
+        self.status = final_status(status);
+        self
+    }
+
+    /// The same response with the status `code`, a number from elsewhere
+    /// (another service's answer, a table): one that is not a final
+    /// response's (200 to 599) is refused.
+    pub fn try_with_status(mut self, code: u16) -> Result<ActorResponse, ResponseError> {
+        check_status(code)?;
+        self.status = code;
         Ok(self)
+    }
+
+    /// The status it carries.
+    pub fn status(&self) -> u16 {
+        self.status
     }
 
     /// The same response with one more header field; one the server writes
