@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::tls::{client_config, connect, Certificates};
-use common::{assert_response, config, start_with, Client, HELLO};
+use common::{assert_response, config, error_response, start_with, Client, HELLO};
 use rustls::HandshakeKind;
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::{ActorRequest, ActorResponse, Config, Dispatch, Method, Routes, Server};
@@ -227,6 +227,42 @@ fn a_stalled_handshake_is_closed_by_the_header_timeout(dispatch: Dispatch) {
     assert_eq!(handshake_counts(metrics, 0, 1), (0, 1));
 }
 
+/// A client that completes the handshake and sends nothing is waiting for
+/// its first request as a plain client would be: 408 at the header
+/// timeout, not a quiet close at the keep-alive timeout. After its first
+/// request, the keep-alive timeout applies.
+fn a_silent_client_after_the_handshake_gets_408(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("silent-{}", dispatch.name()));
+    let timeouts = Timeouts {
+        header: Duration::from_millis(300),
+        keepalive: Duration::from_secs(30),
+        sweep: Duration::from_millis(50),
+        ..Timeouts::default()
+    };
+    let server = start_tls(dispatch, &certificates, timeouts);
+    let config = certificates.client_config();
+    let started = Instant::now();
+    let mut silent = connect(server.local_addr(), &config);
+    let timed_out = silent.rest_until_close();
+    assert_response(
+        &timed_out,
+        &error_response(408, "Request Timeout", "", true, false),
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(10),
+        "the 408 came after {waited:?}"
+    );
+
+    // One request, then silence past the header timeout: still open.
+    let mut served = connect(server.local_addr(), &config);
+    served.send(&get("/"));
+    assert_response(&served.response(false), HELLO);
+    std::thread::sleep(Duration::from_millis(700));
+    served.send(&get("/"));
+    assert_response(&served.response(false), HELLO);
+}
+
 /// The handshake counters summed over the pollers, once they reach at
 /// least `done` and `failed` (they are counted as connections end), or
 /// after 10 s.
@@ -278,4 +314,5 @@ in_both_modes!(
     tls12_works_and_sessions_resume,
     what_is_not_tls_is_refused_and_counted,
     a_stalled_handshake_is_closed_by_the_header_timeout,
+    a_silent_client_after_the_handshake_gets_408,
 );

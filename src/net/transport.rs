@@ -400,14 +400,21 @@ impl Transport {
         Ok(written)
     }
 
-    /// Ends the writing side: a TLS session says `close_notify` first.
-    pub(crate) fn shutdown_write(&mut self) -> io::Result<()> {
+    /// A TLS session says `close_notify`, if the socket takes it now; the
+    /// socket stays as it is. Plain TCP has nothing to say.
+    pub(crate) fn close_notify(&mut self) -> io::Result<()> {
         if let Some(tls) = &mut self.tls {
             if !tls.session.is_handshaking() {
                 tls.session.send_close_notify();
                 self.send_records()?;
             }
         }
+        Ok(())
+    }
+
+    /// Ends the writing side: a TLS session says `close_notify` first.
+    pub(crate) fn shutdown_write(&mut self) -> io::Result<()> {
+        self.close_notify()?;
         self.socket.shutdown(Shutdown::Write)
     }
 
