@@ -3,7 +3,7 @@
 //! and SIGHUP, which reloads them for new connections and keeps the old ones
 //! when the new ones are bad. `openssl s_client`, where it is installed,
 //! negotiates TLS 1.3 with ALPN `http/1.1`, and TLS 1.2, and is refused
-//! TLS 1.1.
+//! TLS 1.1 and 1.0 with the `protocol_version` alert.
 
 mod common;
 
@@ -167,7 +167,7 @@ fn handshake_fails(server: &Running, config: &std::sync::Arc<rustls::ClientConfi
 }
 
 /// `openssl s_client` against the binary: TLS 1.3 with ALPN, TLS 1.2,
-/// and TLS 1.1 refused. Without openssl this fails under CI (which
+/// and TLS 1.1 and 1.0 refused with `protocol_version`. Without openssl this fails under CI (which
 /// installs it) and says so elsewhere.
 #[test]
 fn openssl_negotiates_tls13_and_tls12_and_is_refused_tls11() {
@@ -192,13 +192,20 @@ fn openssl_negotiates_tls13_and_tls12_and_is_refused_tls11() {
             .stdin(Stdio::null())
             .output()
             .expect("openssl runs");
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        let mut said = String::from_utf8_lossy(&output.stdout).into_owned();
+        said.push_str(&String::from_utf8_lossy(&output.stderr));
+        said
     };
     let tls13 = s_client(&["-tls1_3", "-alpn", "http/1.1"]);
     assert!(tls13.contains("New, TLSv1.3, Cipher is"), "{tls13}");
     assert!(tls13.contains("ALPN protocol: http/1.1"), "{tls13}");
     let tls12 = s_client(&["-tls1_2"]);
     assert!(tls12.contains("New, TLSv1.2, Cipher is"), "{tls12}");
-    let tls11 = s_client(&["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"]);
-    assert!(tls11.contains("New, (NONE), Cipher is (NONE)"), "{tls11}");
+    // Refused with the protocol_version alert (70), as RFC 5246 E.1 asks.
+    for old in ["-tls1_1", "-tls1"] {
+        let said = s_client(&[old, "-cipher", "DEFAULT@SECLEVEL=0"]);
+        assert!(said.contains("New, (NONE), Cipher is (NONE)"), "{said}");
+        assert!(said.contains("alert protocol version"), "{said}");
+        assert!(said.contains("SSL alert number 70"), "{said}");
+    }
 }
