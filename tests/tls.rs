@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::tls::{client_config, connect, Certificates};
+use common::tls::{client_config, client_hello, connect, Certificates};
 use common::{assert_response, config, error_response, start_with, Client, HELLO};
 use rustls::HandshakeKind;
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
@@ -263,31 +263,6 @@ fn a_silent_client_after_the_handshake_gets_408(dispatch: Dispatch) {
     assert_response(&served.response(false), HELLO);
 }
 
-/// A ClientHello record (record version 3.1) whose client version is
-/// `version`, with server name `localhost` and the extensions `more`
-/// (each its type and data), offering two TLS 1.0 suites.
-fn client_hello(version: u16, more: &[(u16, &[u8])]) -> Vec<u8> {
-    let mut extensions = vec![(0x0000, &b"\x00\x0e\x00\x00\x0blocalhost"[..])];
-    extensions.extend_from_slice(more);
-    let mut fields = Vec::new();
-    for (kind, data) in extensions {
-        fields.extend_from_slice(&kind.to_be_bytes());
-        fields.extend_from_slice(&(data.len() as u16).to_be_bytes());
-        fields.extend_from_slice(data);
-    }
-    let mut hello = version.to_be_bytes().to_vec();
-    hello.extend_from_slice(&[0x5a; 32]); // random
-    hello.extend_from_slice(b"\x00\x00\x04\x00\x2f\x00\x35\x01\x00"); // no id, suites, null
-    hello.extend_from_slice(&(fields.len() as u16).to_be_bytes());
-    hello.extend_from_slice(&fields);
-    let mut record = b"\x16\x03\x01".to_vec();
-    record.extend_from_slice(&(hello.len() as u16 + 4).to_be_bytes());
-    record.push(0x01);
-    record.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
-    record.extend_from_slice(&hello);
-    record
-}
-
 /// A client offering TLS 1.0 or 1.1 at most gets the `protocol_version`
 /// alert (70) RFC 5246 E.1 asks for, rustls' `handshake_failure` (40)
 /// never, and the end; a hello arriving in pieces too. One that lists TLS
@@ -298,11 +273,11 @@ fn old_tls_gets_protocol_version(dispatch: Dispatch) {
     let server = start_tls(dispatch, &certificates, Timeouts::default());
     for version in [0x0301, 0x0302] {
         let mut old = Client::connect(server.local_addr());
-        old.send(&client_hello(version, &[]));
+        old.send(&client_hello(version, "localhost", &[]));
         assert_eq!(old.rest_until_close(), b"\x15\x03\x01\x00\x02\x02\x46");
     }
     // In three writes, the first a few bytes of the record header.
-    let hello = client_hello(0x0301, &[]);
+    let hello = client_hello(0x0301, "localhost", &[]);
     let mut pieces = Client::connect(server.local_addr());
     for piece in [&hello[..3], &hello[3..20], &hello[20..]] {
         pieces.send(piece);
@@ -312,7 +287,7 @@ fn old_tls_gets_protocol_version(dispatch: Dispatch) {
     // A legacy version of 1.0 that lists 1.3: rustls answers (a TLS 1.3
     // hello with no key share gets a HelloRetryRequest or an alert of its
     // own), not this check.
-    let listed = client_hello(0x0301, &[(0x002b, b"\x02\x03\x04")]);
+    let listed = client_hello(0x0301, "localhost", &[(0x002b, b"\x02\x03\x04")]);
     let mut modern = Client::connect(server.local_addr());
     modern.send(&listed);
     let answer = modern.rest_until_close();

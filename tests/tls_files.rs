@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use common::process::{server_command, Running, BINARY};
-use common::tls::{client_config, connect, Certificates};
+use common::tls::{client_config, client_hello, connect, Certificates};
 use common::{assert_response, config, start_with, HELLO};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -208,4 +208,55 @@ fn openssl_negotiates_tls13_and_tls12_and_is_refused_tls11() {
         assert!(said.contains("alert protocol version"), "{said}");
         assert!(said.contains("SSL alert number 70"), "{said}");
     }
+}
+
+/// `hey https://host:port/` sends the port in its SNI, which rustls warns
+/// of through the `log` crate on every handshake: a flood of such
+/// handshakes (these also fail) writes at most about a line a second of
+/// rustls' warnings, and of the server's own reports of failed handshakes,
+/// however many connections come.
+#[test]
+fn a_flood_of_bad_sni_handshakes_logs_a_line_a_second() {
+    let certificates = Certificates::new("sni-flood");
+    let files = &certificates.files;
+    let mut command = server_command(&[
+        "--tls-cert",
+        files.cert.to_str().unwrap(),
+        "--tls-key",
+        files.key.to_str().unwrap(),
+    ]);
+    command.env_remove("RUST_LOG");
+    let mut server = Running::start_with_log(command);
+    let hello = client_hello(0x0303, "localhost:9000", &[]);
+    let started = std::time::Instant::now();
+    let mut connections = 0;
+    while started.elapsed() < std::time::Duration::from_millis(1500) {
+        let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+        std::io::Write::write_all(&mut stream, &hello).unwrap();
+        let mut answer = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stream, &mut answer);
+        connections += 1;
+    }
+    let seconds = started.elapsed().as_secs() + 1;
+    assert_eq!(server.terminate(), Some(0));
+    let log = server.rest_of_log();
+    let rustls = log.iter().filter(|line| line.contains(" rustls")).count();
+    let ours = log
+        .iter()
+        .filter(|line| line.contains("TLS handshake with"))
+        .count();
+    assert!(connections >= 50, "only {connections} handshakes");
+    assert!(
+        (1..=seconds as usize + 1).contains(&rustls),
+        "{rustls} rustls lines for {connections} handshakes in {seconds} s: {log:#?}"
+    );
+    assert!(
+        (1..=seconds as usize + 1).contains(&ours),
+        "{ours} lines of ours for {connections} handshakes in {seconds} s: {log:#?}"
+    );
+    assert_eq!(rustls + ours, log.len(), "{log:#?}");
+    assert!(
+        log.iter().any(|line| line.contains("Illegal SNI hostname")),
+        "{log:#?}"
+    );
 }
