@@ -29,7 +29,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
                            [--tls-cert PATH --tls-key PATH] [--header 'NAME: VALUE']...
-                           [--access-log PATH|-] [--metrics ADDR:PORT]
+                           [--access-log PATH|- [--log-name NAME]] [--metrics ADDR:PORT]
                            [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
                            [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--version] [--help]
@@ -82,7 +82,11 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                             handler, actor and error alike); repeat for more, e.g.
                             --header 'Strict-Transport-Security: max-age=63072000'
   --access-log PATH|-       append a line per request to PATH (- for stdout), in
-                            the combined log format (default: no access log)
+                            the combined log format, in time order, each ending
+                            server=NAME (default: no access log)
+  --log-name NAME           the NAME in each access-log line, to tell servers
+                            writing one file apart (default: --node with --nats,
+                            else HOST:PID)
   --metrics ADDR:PORT       serve GET /metrics (Prometheus text format: per-poller
                             connections, requests by status, bytes, timeouts,
                             upstream) on a listener of its own (default: off)
@@ -270,6 +274,15 @@ where
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
             "--upstream-timeout" => upstream_timeout = Some(timeout(&flag, &value()?)?),
             "--upstream-queue" => upstream_queue = Some(positive(&flag, &value()?)?),
+            "--log-name" => {
+                let name = value()?;
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                    return Err(format!(
+                        "--log-name {name:?}: use printable ASCII without spaces"
+                    ));
+                }
+                config.log_name = Some(name);
+            }
             "--access-log" => {
                 let value = os_value()?;
                 config.access_log = Some(match value.to_str() {
@@ -343,6 +356,9 @@ where
             return Err("--node, --nats-ca, --nats-prefix and --nats-buffer need --nats".into())
         }
         None => {}
+    }
+    if config.log_name.is_some() && config.access_log.is_none() {
+        return Err("--log-name needs --access-log".into());
     }
     if let (Some(flag), None) = (static_limit_flag, &config.static_dir) {
         return Err(format!("{flag} needs --static-dir"));

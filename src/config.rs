@@ -161,6 +161,10 @@ pub struct Config {
     pub upstream: Option<UpstreamConfig>,
     /// Where a line per request goes; without it, nothing is logged.
     pub access_log: Option<AccessLogTarget>,
+    /// What each access-log line calls this server (` server=NAME` at its
+    /// end), so that servers writing one file can be told apart; without
+    /// it, the cluster's node name with one, else `HOST:PID`.
+    pub log_name: Option<String>,
     /// Serve dotfiles (paths with a component starting with `.`) from the
     /// static directory too.
     pub static_dotfiles: bool,
@@ -350,6 +354,7 @@ impl Default for Config {
             static_limits: StaticLimits::default(),
             upstream: None,
             access_log: None,
+            log_name: None,
             static_dotfiles: false,
             pin: false,
             metrics: None,

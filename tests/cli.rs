@@ -288,6 +288,19 @@ fn reads_the_access_log_flag() {
         config(&["--access-log=/var/log/a.log"]).access_log,
         Some(AccessLogTarget::File(PathBuf::from("/var/log/a.log")))
     );
+    assert_eq!(config(&["--access-log=-"]).log_name, None);
+    assert_eq!(
+        config(&["--log-name", "web-1", "--access-log=-"]).log_name,
+        Some("web-1".to_string())
+    );
+    assert_eq!(
+        parse(&["--log-name=a b", "--access-log=-"]),
+        Err("--log-name \"a b\": use printable ASCII without spaces".into())
+    );
+    assert_eq!(
+        parse(&["--log-name=web-1"]),
+        Err("--log-name needs --access-log".into())
+    );
 }
 
 #[test]

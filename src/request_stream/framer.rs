@@ -171,7 +171,7 @@ impl Framer {
                     ParsedHead::Partial => break,
                     ParsedHead::Rejected { status, head_only } => {
                         if let Some(log) = &mut self.log {
-                            log.request(rest, date);
+                            log.request(rest);
                         }
                         let answer = Answer {
                             head_only,
@@ -241,7 +241,7 @@ impl Framer {
         out: &mut BytesMut,
     ) {
         if let Some(log) = &mut self.log {
-            log.request(raw_head, date);
+            log.request(raw_head);
         }
         let answer = Answer::for_head(routes, head, raw_head);
         if head.expect_continue {
@@ -348,7 +348,7 @@ impl Framer {
                 Ok(accept) => {
                     let start = to.out.len();
                     upgrade::write_switching(&mut to, &accept);
-                    self.written(&to.out[start..], to.date);
+                    self.written(&to.out[start..]);
                     self.responses += 1;
                     self.state = State::Upgraded;
                     let request = Request::new(head.method, head.path, head.query, raw_head, body)
@@ -393,7 +393,7 @@ impl Framer {
     fn write(&mut self, to: &mut ResponseOut<'_>, write: impl FnOnce(&mut ResponseOut<'_>)) {
         let start = to.out.len();
         write(to);
-        self.written(&to.out[start..], to.date);
+        self.written(&to.out[start..]);
         self.finish(to.persistence);
     }
 
@@ -406,10 +406,10 @@ impl Framer {
     }
 
     /// Logs and counts the response just written.
-    pub(super) fn written(&mut self, response: &[u8], date: &[u8; DATE_LEN]) {
+    pub(super) fn written(&mut self, response: &[u8]) {
         if let Some(log) = &mut self.log {
             let (status, body_len) = status_and_body_len(response);
-            log.response(status, response.len(), body_len, date);
+            log.response(status, response.len(), body_len);
         }
         if let Some(metrics) = &self.metrics {
             metrics.response(response);

@@ -19,7 +19,7 @@ use crate::actors::remote::Remote;
 use crate::cluster::link::Link;
 use crate::cluster::port::LinkPort;
 use crate::cluster::Cluster;
-use crate::config::{ClusterConfig, Config, Listener};
+use crate::config::{host_node_name, ClusterConfig, Config, Listener};
 use crate::http::method::Method;
 use crate::http::response_fields::AddedFields;
 use crate::mail::{self, SendError, TOPIC_PREFIX};
@@ -149,10 +149,18 @@ impl Server {
                 .with_added_fields(added)
                 .with_websocket_max_message(config.ws_max_message),
         );
+        if let Some(name) = &config.log_name {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("log name {name:?}: use printable ASCII without spaces"),
+                ));
+            }
+        }
         let access_log = config
             .access_log
             .as_ref()
-            .map(AccessLog::open)
+            .map(|target| AccessLog::open(target, &log_name(config)))
             .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
         let hosting = hosting(config.dispatch);
@@ -518,6 +526,18 @@ fn join_cluster(
     Cluster::new(config.clone(), ports, names)
         .map(Arc::new)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+/// What the access log calls this server: `Config::log_name`, else the
+/// node name in a cluster, else the host name and the process's id.
+fn log_name(config: &Config) -> String {
+    if let Some(name) = &config.log_name {
+        return name.clone();
+    }
+    match &config.cluster {
+        Some(cluster) => cluster.node.clone(),
+        None => format!("{}:{}", host_node_name(), std::process::id()),
+    }
 }
 
 /// Loads the static directory `dir` as `config` asks. The dotfiles left
