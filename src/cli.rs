@@ -88,8 +88,9 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                             writing one file apart (default: --node with --nats,
                             else HOST:PID)
   --metrics ADDR:PORT       serve GET /metrics (Prometheus text format: per-poller
-                            connections, requests by status, bytes, timeouts,
-                            upstream) on a listener of its own (default: off)
+                            connections, requests by status, durations by route,
+                            bytes, timeouts, upstream) on a listener of its own
+                            (default: off)
   --nats URL[,URL]...       join a cluster of servers through these NATS servers
                             (nats://HOST:PORT, tls://HOST:PORT; user:password@ or
                             token@ before the host): actors become reachable from

@@ -166,7 +166,10 @@ impl Server {
         let hosting = hosting(config.dispatch);
         let counters: Vec<Arc<PollerMetrics>> = match config.metrics {
             Some(_) => (0..pollers)
-                .map(|_| Arc::new(PollerMetrics::new(hosting.counters_exclusive())))
+                .map(|_| {
+                    let routes = routes.route_names().len();
+                    Arc::new(PollerMetrics::new(hosting.counters_exclusive(), routes))
+                })
                 .collect(),
             None => Vec::new(),
         };
@@ -209,6 +212,7 @@ impl Server {
                     websocket: routes.has_websockets(),
                     upstream: config.upstream.is_some(),
                     http2: config.http2,
+                    routes: routes.route_names(),
                     cluster: cluster
                         .as_ref()
                         .map(|cluster| Arc::clone(cluster.metrics())),
