@@ -8,7 +8,7 @@
 
 use std::fmt::Write;
 
-use uppercut_mio_server::{Config, Method, Request, Response, Routes, Server};
+use uppercut_mio_server::{Config, Method, Request, Response, Routes, Server, StatusCode};
 
 /// `GET /greet?name=NAME` answers `Hello, NAME!`; without a name, 400.
 fn greet(request: &Request<'_>, response: &mut Response<'_>) {
@@ -18,7 +18,7 @@ fn greet(request: &Request<'_>, response: &mut Response<'_>) {
             let _ = write!(response, "Hello, {name}!");
         }
         None => {
-            let _ = response.set_status(400);
+            response.set_status(StatusCode::BAD_REQUEST);
             response.body(b"400 Bad Request: /greet?name=NAME\n");
         }
     }

@@ -13,7 +13,9 @@
 
 use serde::{Deserialize, Serialize};
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{ActorRequest, ActorResponse, Config, Method, Rejection, Routes, Server};
+use uppercut_mio_server::{
+    ActorRequest, ActorResponse, Config, Method, Rejection, Routes, Server, StatusCode,
+};
 
 #[derive(Deserialize)]
 struct NewNote {
@@ -46,7 +48,7 @@ impl Notes {
                 id: self.0.len() + 1,
                 text: new.text,
             };
-            let created = ActorResponse::json_value(&note).with_status(201)?;
+            let created = ActorResponse::json_value(&note).with_status(StatusCode::CREATED);
             self.0.push(note);
             return Ok(created);
         }

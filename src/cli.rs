@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::AccessLogTarget;
-use crate::config::{host_node_name, ClusterConfig, NatsUrl};
+use crate::config::{host_node_name, is_subject_token, ClusterConfig, NatsUrl};
 use crate::config::{Config, Dispatch, Listener, TlsFiles, UpstreamConfig};
 use crate::http::response_fields::AddedFields;
 
@@ -30,7 +30,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                                            [--upstream-queue N]]
                            [--tls-cert PATH --tls-key PATH] [--header 'NAME: VALUE']...
                            [--cors ORIGIN]... [--request-id]
-                           [--access-log PATH|-] [--metrics ADDR:PORT]
+                           [--access-log PATH|- [--log-name NAME]] [--metrics ADDR:PORT]
                            [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
                            [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--version] [--help]
@@ -88,10 +88,15 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
   --request-id              give every request an id (its valid X-Request-Id, or a
                             new one), sent back in X-Request-Id
   --access-log PATH|-       append a line per request to PATH (- for stdout), in
-                            the combined log format (default: no access log)
+                            the combined log format, in time order, each ending
+                            server=NAME (default: no access log)
+  --log-name NAME           the NAME in each access-log line, to tell servers
+                            writing one file apart (default: --node with --nats,
+                            else HOST:PID)
   --metrics ADDR:PORT       serve GET /metrics (Prometheus text format: per-poller
-                            connections, requests by status, bytes, timeouts,
-                            upstream) on a listener of its own (default: off)
+                            connections, requests by status, durations by route,
+                            bytes, timeouts, upstream) on a listener of its own
+                            (default: off)
   --nats URL[,URL]...       join a cluster of servers through these NATS servers
                             (nats://HOST:PORT, tls://HOST:PORT; user:password@ or
                             token@ before the host): actors become reachable from
@@ -117,6 +122,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
 Durations T are 0, or a number and a unit: 500ms, 1.5s, 2m, 1h. Only
 --shutdown-timeout takes 0. Sizes SIZE are bytes, or with a K, M or G suffix
 (KiB, MiB, GiB).
+
+Exit status: 0 after a clean shutdown (and for --help, --version); 1 when the
+server cannot start; 2 for a bad command line; 3 when the shutdown timeout
+closed connections with requests unanswered or responses not all sent.
 
 Logging goes through env_logger: RUST_LOG=info or RUST_LOG=debug for more.";
 
@@ -298,6 +307,15 @@ where
             "--upstream-conns" => upstream_conns = Some(positive(&flag, &value()?)?),
             "--upstream-timeout" => upstream_timeout = Some(timeout(&flag, &value()?)?),
             "--upstream-queue" => upstream_queue = Some(positive(&flag, &value()?)?),
+            "--log-name" => {
+                let name = value()?;
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                    return Err(format!(
+                        "--log-name {name:?}: use printable ASCII without spaces"
+                    ));
+                }
+                config.log_name = Some(name);
+            }
             "--access-log" => {
                 let value = os_value()?;
                 config.access_log = Some(match value.to_str() {
@@ -350,6 +368,16 @@ where
             cluster.ca = nats_ca;
             cluster.prefix = nats_prefix.unwrap_or(cluster.prefix);
             cluster.buffer = nats_buffer.unwrap_or(cluster.buffer);
+            for (flag, value) in [
+                ("--node", &cluster.node),
+                ("--nats-prefix", &cluster.prefix),
+            ] {
+                if !is_subject_token(value) {
+                    return Err(format!(
+                        "{flag} {value:?}: use letters, digits, '-' and '_'"
+                    ));
+                }
+            }
             cluster.check()?;
             config.cluster = Some(cluster);
         }
@@ -361,6 +389,9 @@ where
             return Err("--node, --nats-ca, --nats-prefix and --nats-buffer need --nats".into())
         }
         None => {}
+    }
+    if config.log_name.is_some() && config.access_log.is_none() {
+        return Err("--log-name needs --access-log".into());
     }
     if let (Some(flag), None) = (static_limit_flag, &config.static_dir) {
         return Err(format!("{flag} needs --static-dir"));
@@ -395,7 +426,8 @@ where
         upstream_conns.is_some() || upstream_timeout.is_some() || upstream_queue.is_some();
     match upstream_url {
         Some(url) => {
-            let mut upstream = UpstreamConfig::from_url(&url)?;
+            let mut upstream =
+                UpstreamConfig::from_url(&url).map_err(|e| format!("--upstream: {e}"))?;
             upstream.conns = upstream_conns.unwrap_or(upstream.conns);
             upstream.timeout = upstream_timeout.unwrap_or(upstream.timeout);
             upstream.queue = upstream_queue.unwrap_or(upstream.queue);
@@ -421,16 +453,19 @@ fn no_value(parser: &mut lexopt::Parser, flag: &str) -> Result<(), String> {
 
 /// The line the binary prints once it listens. Scripts and tests read its
 /// beginning, `listening on http://ADDR (N pollers, dispatch MODE` (or
-/// `https://` with `--tls-cert`).
+/// `https://` with `--tls-cert`; `1 poller` for one).
 pub fn start_line(addr: SocketAddr, config: &Config, static_files: Option<usize>) -> String {
     let first_tls = config
         .effective_listeners()
         .first()
         .is_some_and(|listener| listener.tls);
     let scheme = if first_tls { "https" } else { "http" };
+    let pollers = match config.pollers {
+        1 => "1 poller".to_string(),
+        n => format!("{n} pollers"),
+    };
     let mut line = format!(
-        "listening on {scheme}://{addr} ({} pollers, dispatch {}",
-        config.pollers,
+        "listening on {scheme}://{addr} ({pollers}, dispatch {}",
         config.dispatch.name()
     );
     if config.pin {

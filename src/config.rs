@@ -94,7 +94,7 @@ impl UpstreamConfig {
     pub fn from_url(url: &str) -> Result<UpstreamConfig, String> {
         let rest = url
             .strip_prefix("http://")
-            .ok_or_else(|| format!("--upstream: only http:// URLs are supported: {url}"))?;
+            .ok_or_else(|| format!("only http:// URLs are supported: {url}"))?;
         let (authority, path) = match rest.find('/') {
             Some(slash) => rest.split_at(slash),
             None => (rest, "/"),
@@ -108,7 +108,7 @@ impl UpstreamConfig {
             .to_socket_addrs()
             .ok()
             .and_then(|mut addrs| addrs.next())
-            .ok_or_else(|| format!("--upstream: cannot resolve {authority}"))?;
+            .ok_or_else(|| format!("cannot resolve {authority}"))?;
         Ok(UpstreamConfig::new(addr, authority, path))
     }
 }
@@ -161,6 +161,10 @@ pub struct Config {
     pub upstream: Option<UpstreamConfig>,
     /// Where a line per request goes; without it, nothing is logged.
     pub access_log: Option<AccessLogTarget>,
+    /// What each access-log line calls this server (` server=NAME` at its
+    /// end), so that servers writing one file can be told apart; without
+    /// it, the cluster's node name with one, else `HOST:PID`.
+    pub log_name: Option<String>,
     /// Serve dotfiles (paths with a component starting with `.`) from the
     /// static directory too.
     pub static_dotfiles: bool,
@@ -276,28 +280,31 @@ impl ClusterConfig {
     /// a node name and a prefix that are each one subject token.
     pub fn check(&self) -> Result<(), String> {
         if self.servers.is_empty() {
-            return Err("--nats: no server".into());
+            return Err("no NATS server".into());
         }
-        let token = |text: &str| {
-            !text.is_empty()
-                && text
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        };
-        if !token(&self.node) {
+        if !is_subject_token(&self.node) {
             return Err(format!(
-                "--node {:?}: use letters, digits, '-' and '_'",
+                "node name {:?}: use letters, digits, '-' and '_'",
                 self.node
             ));
         }
-        if !token(&self.prefix) {
+        if !is_subject_token(&self.prefix) {
             return Err(format!(
-                "--nats-prefix {:?}: use letters, digits, '-' and '_'",
+                "subject prefix {:?}: use letters, digits, '-' and '_'",
                 self.prefix
             ));
         }
         Ok(())
     }
+}
+
+/// One token of a NATS subject as this server writes them: letters,
+/// digits, `-` and `_`, at least one.
+pub(crate) fn is_subject_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// This machine's host name, as a node name: what `--node` defaults to
@@ -357,6 +364,7 @@ impl Default for Config {
             static_limits: StaticLimits::default(),
             upstream: None,
             access_log: None,
+            log_name: None,
             static_dotfiles: false,
             pin: false,
             metrics: None,

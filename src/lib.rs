@@ -107,12 +107,29 @@ mod ws;
 /// actor routes use the same version.
 pub use uppercut;
 
+/// The status of a response ([`ActorResponse::new`], [`Response::set_status`]),
+/// from the `http` crate, re-exported so that routes need no dependency of
+/// their own on it.
+pub use ::http::StatusCode;
+
 /// Logs to standard error at the levels `RUST_LOG` names (`warn` unless
 /// set), as the server binary does, with `env_logger`; a library user who
-/// has a logger of their own installs that instead. Call it once, first.
+/// has a logger of their own installs that instead (and should limit the
+/// `rustls` target as below). Call it once, first.
+///
+/// rustls logs through the `log` crate too, a warning for things a client
+/// chooses (an SNI with a port in it, as `hey` sends), once per connection:
+/// its warnings and errors are let through at most once a second, the next
+/// one saying how many were left out, as the server's own reports of failed
+/// handshakes are. Its debug and trace lines, which only `RUST_LOG` asks
+/// for, pass as they are.
 pub fn init_logging() {
-    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .try_init();
+    let logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).build();
+    let max_level = logger.filter();
+    if log::set_boxed_logger(Box::new(log_limit::Limited::new(logger))).is_ok() {
+        log::set_max_level(max_level);
+    }
 }
 
 pub use config::AccessLogTarget;

@@ -36,7 +36,7 @@ pub enum SendError {
         /// The address it was sent to.
         to: String,
     },
-    /// The address names a node, and the server runs without `--nats`.
+    /// The address names a node, and the server is in no cluster.
     NoCluster {
         /// The address it was sent to.
         to: String,
@@ -63,7 +63,7 @@ impl fmt::Display for SendError {
                  and ActorRequests cross servers"
             ),
             SendError::NoCluster { to } => {
-                write!(f, "{to} names a node, and this server runs without --nats")
+                write!(f, "{to} names a node, and this server is in no cluster")
             }
             SendError::Unreachable => f.write_str("NATS is unreachable"),
             SendError::TooLarge { len, max } => {

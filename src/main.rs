@@ -12,7 +12,7 @@ use uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::cli::{
     more_listeners_line, parse_args, start_line, version_line, Command, USAGE,
 };
-use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse};
+use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse, StatusCode};
 use uppercut_mio_server::{Message, Method, Outgoing, Routes, Server, WebSocket, WsContext};
 
 fn main() -> ExitCode {
@@ -42,10 +42,20 @@ fn main() -> ExitCode {
         Ok(server) => server,
         // The error names the address, the directory or the file itself.
         Err(e) => {
-            eprintln!("uppercut-mio-server: {e}");
+            eprintln!("uppercut-mio-server: {}", with_flag(e.to_string()));
             return ExitCode::FAILURE;
         }
     };
+    if let Some(site) = server.static_site() {
+        let skipped = site.summary().skipped_dotfiles;
+        if skipped > 0 {
+            warn!(
+                "--static-dir {}: not serving {skipped} dotfiles or dot-directories \
+                 (names starting with '.'); --static-dotfiles serves them",
+                site.dir().display()
+            );
+        }
+    }
     let files = server.static_site().map(|site| site.summary().files);
     println!("{}", start_line(server.local_addr(), &config, files));
     if let Some(line) = more_listeners_line(server.listeners()) {
@@ -54,8 +64,34 @@ fn main() -> ExitCode {
     if let Some(addr) = server.metrics_addr() {
         println!("metrics at http://{addr}/metrics");
     }
-    server.run_until_signal();
-    ExitCode::SUCCESS
+    match server.run_until_signal() {
+        true => ExitCode::SUCCESS,
+        // Requests went unanswered: the shutdown timeout cut them short.
+        false => ExitCode::from(EXIT_CUT_SHORT),
+    }
+}
+
+/// The exit status when the shutdown timeout closed connections with a
+/// request unanswered or a response not all sent (1: could not start;
+/// 2: a bad command line).
+const EXIT_CUT_SHORT: u8 = 3;
+
+/// A start error as the operator reads it: the library names the file or
+/// directory that failed by what it is, and here it goes by the flag that
+/// gave it.
+fn with_flag(message: String) -> String {
+    const FLAGS: [(&str, &str); 4] = [
+        ("TLS certificate ", "--tls-cert "),
+        ("TLS key ", "--tls-key "),
+        ("static directory ", "--static-dir "),
+        ("NATS CA file ", "--nats-ca "),
+    ];
+    for (noun, flag) in FLAGS {
+        if let Some(rest) = message.strip_prefix(noun) {
+            return format!("{flag}{rest}");
+        }
+    }
+    message
 }
 
 /// The standard routes, and the same `Hello, World!` as a handler route and
@@ -163,8 +199,8 @@ struct Hello {
 
 impl Hello {
     fn new() -> Hello {
-        let response = ActorResponse::new(200)
-            .and_then(|response| response.with_header("Content-Type", "text/plain"))
+        let response = ActorResponse::new(StatusCode::OK)
+            .with_header("Content-Type", "text/plain")
             .map(|response| response.with_body("Hello, World!"));
         Hello {
             response: response.ok(),

@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::{assert_response, config, error_response, start_with, Client};
 use route_common::{built, text, Counter, Echo};
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{ActorRequest, CannedResponse, Dispatch, Method, Routes, Server};
-use uppercut_mio_server::{Config, Timeouts};
+use uppercut_mio_server::{ActorRequest, ActorResponse, CannedResponse, Dispatch, Method};
+use uppercut_mio_server::{Config, ResponseError, Routes, Server, StatusCode, Timeouts};
 
 /// Keeps every request and answers none.
 #[derive(Default)]
@@ -57,6 +57,21 @@ impl AnyActor for ForwardTo {
     }
 }
 
+/// Answers `/status/{code}` with that status (through `StatusCode`, so
+/// any number from 100 to 999) and a body naming it.
+struct Statuses;
+
+impl AnyActor for Statuses {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            let code = request.request().param("code").unwrap_or_default();
+            let status = code.parse().ok().and_then(|n| StatusCode::from_u16(n).ok());
+            let response = ActorResponse::new(StatusCode::OK).with_body(format!("asked {code}"));
+            request.respond(response.with_status(status.unwrap_or(StatusCode::IM_A_TEAPOT)));
+        }
+    }
+}
+
 /// How long `/stuck` waits for `Hoarder`.
 const REPLY_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -83,6 +98,8 @@ fn start(dispatch: Dispatch) -> Server {
         .spawn("echo", Echo)
         .actor(&[Method::Get], "/nobody", "forwarder")
         .spawn("forwarder", ForwardTo("nobody-spawned-this"))
+        .actor(&[Method::Get], "/status/{code}", "statuses")
+        .spawn("statuses", Statuses)
         .actor(&[Method::Get], "/drop", "dropper")
         .spawn("dropper", Dropper)
         .actor(&[Method::Get], "/panic", "panicker")
@@ -149,6 +166,41 @@ fn the_actor_sees_the_whole_request(dispatch: Dispatch) {
     assert_response(&client.response(false), &built("200 OK", fields, seen));
 }
 
+/// An actor's status goes out as given, with its reason phrase; one that
+/// cannot end a request (1xx, or past 599) goes out as 500, and the
+/// connection serves on.
+fn the_actor_s_status_goes_out(dispatch: Dispatch) {
+    let server = start(dispatch);
+    let mut client = Client::connect(server.local_addr());
+    for (code, status) in [
+        ("201", "201 Created"),
+        ("404", "404 Not Found"),
+        ("599", "599 "),
+        ("100", "500 Internal Server Error"),
+        ("101", "500 Internal Server Error"),
+        ("600", "500 Internal Server Error"),
+    ] {
+        let response = get(&mut client, &format!("/status/{code}"));
+        assert_response(&response, &built(status, "", &format!("asked {code}")));
+    }
+    assert_response(&get(&mut client, "/count"), &text("1"));
+}
+
+/// A status number from elsewhere is checked where it is set.
+#[test]
+fn try_with_status_refuses_what_cannot_end_a_request() {
+    let response = ActorResponse::text("x");
+    for code in [0, 99, 100, 101, 199, 600, 999] {
+        assert_eq!(
+            response.clone().try_with_status(code).err(),
+            Some(ResponseError::InvalidStatus(code))
+        );
+    }
+    let created = response.try_with_status(201).expect("a final status");
+    assert_eq!(created.status(), 201);
+    assert_eq!(ActorResponse::new(StatusCode::CONTINUE).status(), 500);
+}
+
 fn no_answer_in_time_is_504(dispatch: Dispatch) {
     expect_failure(dispatch, "/stuck", 504, "Gateway Timeout");
 }
@@ -197,6 +249,7 @@ in_both_modes!(
     a_counter_answers_in_turn,
     pipelined_answers_come_in_request_order,
     the_actor_sees_the_whole_request,
+    the_actor_s_status_goes_out,
     no_answer_in_time_is_504,
     a_request_sent_on_to_an_address_nobody_spawned_is_502,
     a_route_to_an_address_nobody_spawned_is_refused_at_start,

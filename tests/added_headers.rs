@@ -12,7 +12,7 @@ use common::{assert_response, config, error_response, start_with, Client, HELLO,
 use static_common::{TempTree, CSS, CSS_HEAD, CSS_NOT_MODIFIED};
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::{ActorRequest, ActorResponse, CannedResponse, Dispatch, Method};
-use uppercut_mio_server::{Routes, Server};
+use uppercut_mio_server::{Routes, Server, StatusCode};
 
 const ADDED: &str = "Strict-Transport-Security: max-age=63072000\r\n\
     X-Content-Type-Options: nosniff\r\n";
@@ -28,9 +28,9 @@ struct Named;
 impl AnyActor for Named {
     fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
         if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
-            let response = ActorResponse::new(200)
-                .and_then(|response| response.with_header("Content-Type", "text/plain"))
-                .expect("a valid response");
+            let response = ActorResponse::new(StatusCode::OK)
+                .with_header("Content-Type", "text/plain")
+                .expect("a valid header");
             request.respond(response.with_body("actor"));
         }
     }

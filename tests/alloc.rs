@@ -29,7 +29,7 @@ use std::path::Path;
 use common::{config, start_with};
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::{ActorRequest, ActorResponse, Cors, Method, RequestId};
-use uppercut_mio_server::{Config, Dispatch, Routes, StaticLimits};
+use uppercut_mio_server::{Config, Dispatch, Routes, StaticLimits, StatusCode};
 
 #[global_allocator]
 static COUNTING: common::alloc::Counting = common::alloc::Counting;
@@ -76,9 +76,9 @@ impl AnyActor for Hello {
 }
 
 fn hello() -> Hello {
-    let response = ActorResponse::new(200)
-        .and_then(|response| response.with_header("Content-Type", "text/plain"))
-        .expect("a valid response");
+    let response = ActorResponse::new(StatusCode::OK)
+        .with_header("Content-Type", "text/plain")
+        .expect("a valid header");
     Hello(response.with_body("Hello, World!"))
 }
 

@@ -305,6 +305,19 @@ fn reads_the_access_log_flag() {
         config(&["--access-log=/var/log/a.log"]).access_log,
         Some(AccessLogTarget::File(PathBuf::from("/var/log/a.log")))
     );
+    assert_eq!(config(&["--access-log=-"]).log_name, None);
+    assert_eq!(
+        config(&["--log-name", "web-1", "--access-log=-"]).log_name,
+        Some("web-1".to_string())
+    );
+    assert_eq!(
+        parse(&["--log-name=a b", "--access-log=-"]),
+        Err("--log-name \"a b\": use printable ASCII without spaces".into())
+    );
+    assert_eq!(
+        parse(&["--log-name=web-1"]),
+        Err("--log-name needs --access-log".into())
+    );
 }
 
 #[test]
@@ -495,7 +508,7 @@ fn the_start_line_names_the_static_directory_and_the_upstream() {
     let one = config(&["--pollers=1", "--dispatch=system", "--static-dir=www"]);
     assert_eq!(
         start_line(addr, &one, Some(1)),
-        "listening on http://127.0.0.1:9000 (1 pollers, dispatch system, static www: 1 file)"
+        "listening on http://127.0.0.1:9000 (1 poller, dispatch system, static www: 1 file)"
     );
 }
 

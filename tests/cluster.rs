@@ -885,7 +885,11 @@ fn the_cluster_series_pass_promtool_and_the_log_names_the_node(dispatch: Dispatc
     let _ = std::fs::remove_file(&log);
     let counted: Vec<&str> = lines.lines().filter(|l| l.contains("GET /count")).collect();
     assert_eq!(counted.len(), 3, "{lines}");
-    assert!(counted.iter().all(|l| l.ends_with(" node=b")), "{lines}");
+    // Answered by b; written by a (its node name, as no log name is set).
+    assert!(
+        counted.iter().all(|l| l.ends_with(" node=b server=a")),
+        "{lines}"
+    );
     let hello = lines.lines().find(|l| l.contains("GET / HTTP")).unwrap();
     assert!(!hello.contains("node="), "{hello}");
 }

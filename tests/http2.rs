@@ -396,6 +396,7 @@ fn the_access_log_says_http2(dispatch: Dispatch) {
     let server = start_with(
         &Config {
             access_log: Some(uppercut_mio_server::AccessLogTarget::File(log.clone())),
+            log_name: Some("h2".into()),
             ..config(dispatch)
         },
         routes(&dir, Arc::default()),
@@ -418,7 +419,8 @@ fn the_access_log_says_http2(dispatch: Dispatch) {
             .iter()
             .zip([("/", 200, 6), ("/a.txt", 200, 6), ("/nowhere", 404, 14)])
     {
-        let expected = format!("\"GET {path} HTTP/2.0\" {status} {bytes} \"-\" \"h2-test\"");
+        let expected =
+            format!("\"GET {path} HTTP/2.0\" {status} {bytes} \"-\" \"h2-test\" server=h2");
         assert!(line.ends_with(&expected), "{line} / {expected}");
     }
     let _ = fs::remove_dir_all(&dir);

@@ -86,6 +86,7 @@ fn serves_config_static_dir(dispatch: Dispatch) {
     assert_eq!(site.summary().files, 1);
 }
 
+/// The error names the directory, not a flag: a library has none.
 #[test]
 fn static_limits_too_small_fail_start_naming_the_file() {
     let tree = TempTree::new("library-limits");
@@ -98,7 +99,7 @@ fn static_limits_too_small_fail_start_naming_the_file() {
     let error = Server::start(&config, Routes::new()).expect_err("a file over the limit");
     assert_eq!(error.kind(), ErrorKind::Other);
     let expected = format!(
-        "--static-dir {}: {} is 21 bytes, over the per-file limit of 20 bytes",
+        "static directory {}: {} is 21 bytes, over the per-file limit of 20 bytes",
         tree.root.display(),
         file.display()
     );

@@ -1,9 +1,12 @@
 //! `--metrics`: after a known sequence of requests, `/metrics` (on its own
 //! listener) reports exactly what happened, in the Prometheus text format,
-//! with HELP and TYPE once for every family; `promtool check metrics`
-//! accepts a scrape taken under load.
+//! with HELP and TYPE once for every family: every status under its own
+//! code, each route's request durations, and no series for what the server
+//! was not given; `promtool check metrics` accepts a scrape taken under
+//! load.
 
 mod common;
+mod static_common;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -20,7 +23,7 @@ use common::{
     wait_until_peer_closes, Client,
 };
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{ActorRequest, Config, Dispatch, Method, Routes, Server};
+use uppercut_mio_server::{ActorRequest, Config, Dispatch, Method, Routes, Server, StatusCode};
 
 const CONTENT_TYPE: &str = "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n";
 
@@ -73,11 +76,13 @@ fn samples(page: &str) -> HashMap<String, String> {
 }
 
 /// Every family has exactly one HELP and one TYPE line, before its samples,
-/// and every sample belongs to the family announced last.
+/// and every sample belongs to the family announced last (a histogram's
+/// with `_bucket`, `_sum` or `_count` after the family's name).
 fn assert_families_announced(page: &str) {
     let mut help = HashMap::new();
     let mut kind = HashMap::new();
     let mut current = String::new();
+    let mut histogram = false;
     for line in page.lines() {
         if let Some(rest) = line.strip_prefix("# HELP ") {
             let name = rest.split(' ').next().unwrap().to_string();
@@ -85,12 +90,23 @@ fn assert_families_announced(page: &str) {
             current = name;
         } else if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, family) = rest.split_once(' ').unwrap();
-            assert!(["counter", "gauge"].contains(&family), "{line}");
+            assert!(
+                ["counter", "gauge", "histogram"].contains(&family),
+                "{line}"
+            );
             assert_eq!(name, current, "TYPE right after its HELP: {line}");
+            histogram = family == "histogram";
             *kind.entry(name.to_string()).or_insert(0) += 1;
         } else {
             let name = line.split(['{', ' ']).next().unwrap();
-            assert_eq!(name, current, "sample outside its family: {line}");
+            let family = match histogram {
+                true => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix))
+                    .unwrap_or(name),
+                false => name,
+            };
+            assert_eq!(family, current, "sample outside its family: {line}");
         }
     }
     assert_eq!(help, kind, "HELP and TYPE for the same families");
@@ -142,9 +158,35 @@ fn known_sequence(dispatch: Dispatch) {
         ("uppercut_timeouts_total{poller=\"0\",kind=\"write\"}", 0),
         ("uppercut_accept_pauses_total{poller=\"0\"}", 0),
     ];
-    // No series for what the server was not given: no --upstream here.
-    assert!(!page.contains("uppercut_upstream"), "{page}");
-    assert!(!page.contains("uppercut_nats"), "{page}");
+    // No series for what the server was not given: no --upstream, no
+    // cluster, no TLS, no WebSocket route, no static files here.
+    for absent in [
+        "uppercut_upstream",
+        "uppercut_nats",
+        "uppercut_tls",
+        "uppercut_websocket",
+        "route=\"static\"",
+    ] {
+        assert!(!page.contains(absent), "{absent} in\n{page}");
+    }
+    // Durations by route: `/` three times; no route (the 404, and the 408
+    // of a request whose head never came whole, timed as 0) twice.
+    let duration = "uppercut_request_duration_seconds";
+    for (route, count) in [("/", 3), ("none", 2)] {
+        let labels = format!("poller=\"0\",route=\"{route}\"");
+        assert_eq!(
+            samples.get(&format!("{duration}_count{{{labels}}}")),
+            Some(&count.to_string()),
+            "{page}"
+        );
+        assert_eq!(
+            samples.get(&format!("{duration}_bucket{{{labels},le=\"+Inf\"}}")),
+            Some(&count.to_string()),
+            "{page}"
+        );
+    }
+    // Only the routes that were used.
+    assert!(!page.contains("route=\"/json\""), "{page}");
     for (series, value) in expected {
         assert_eq!(
             samples.get(series).map(String::as_str),
@@ -190,6 +232,94 @@ fn metrics_count_a_known_sequence_in_local_dispatch() {
 fn metrics_count_a_known_sequence_in_system_dispatch() {
     known_sequence(Dispatch::System);
 }
+
+/// Every status a route sends counted under its own code (a 201, a 418,
+/// one a server never sends itself), an unknown method's 405 under the
+/// route it came to; and each route's request durations under its path as
+/// declared, the static files as one route, a request no route took as
+/// `none`, a route that answered nothing with no series at all.
+fn every_status_and_route_has_its_own_series(dispatch: Dispatch) {
+    let tree = static_common::TempTree::new(&format!("metrics-routes-{}", dispatch.name()));
+    tree.file("a.txt", b"a\n");
+    let config = Config {
+        static_dir: Some(tree.root.clone()),
+        ..metrics_config(dispatch, 1)
+    };
+    let routes = Routes::new()
+        .handler(&[Method::Get], "/status/{code}", |request, response| {
+            let code = request.param("code").unwrap_or_default();
+            let code = code.parse().unwrap_or(0);
+            response.set_status(StatusCode::from_u16(code).unwrap_or(StatusCode::OK));
+        })
+        .blocking_handler(&[Method::Get], "/slow", |_, response| {
+            thread::sleep(Duration::from_millis(30));
+            response.body(b"slow");
+        })
+        .handler(&[Method::Get], "/unused", |_, _| {});
+    let server = start_with(&config, routes);
+    let mut client = Client::connect(server.local_addr());
+    for request in [
+        "GET /status/201 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /status/201 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /status/418 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /status/299 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /status/599 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "PAUSE /status/201 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n",
+    ] {
+        client.send(request.as_bytes());
+        client.response(false);
+    }
+    let page = scrape(&server);
+    assert_families_announced(&page);
+    let requests = |code: &str| format!("uppercut_requests_total{{poller=\"0\",code=\"{code}\"}}");
+    assert_samples(
+        &page,
+        &[
+            (&requests("201"), 2),
+            (&requests("418"), 1),
+            (&requests("299"), 1),
+            (&requests("599"), 1),
+            (&requests("405"), 1),
+            (&requests("200"), 2),
+            (&requests("404"), 1),
+        ],
+    );
+    assert!(!page.contains("code=\"other\""), "{page}");
+    let duration = |route: &str, what: &str| {
+        format!("uppercut_request_duration_seconds_{what}{{poller=\"0\",route=\"{route}\"}}")
+    };
+    assert_samples(
+        &page,
+        &[
+            (&duration("/status/{code}", "count"), 6),
+            (&duration("/slow", "count"), 1),
+            (&duration("static", "count"), 1),
+            (&duration("none", "count"), 1),
+        ],
+    );
+    // The blocking handler took 30 ms: past the 25 ms bucket, within 5 s.
+    let bucket = |le: &str| {
+        format!(
+            "uppercut_request_duration_seconds_bucket{{poller=\"0\",route=\"/slow\",le=\"{le}\"}}"
+        )
+    };
+    assert_samples(
+        &page,
+        &[
+            (&bucket("0.025"), 0),
+            (&bucket("5"), 1),
+            (&bucket("+Inf"), 1),
+        ],
+    );
+    let slow_sum: f64 = samples(&page)[&duration("/slow", "sum")].parse().unwrap();
+    assert!((0.03..5.0).contains(&slow_sum), "{slow_sum}");
+    assert!(!page.contains("route=\"/unused\""), "{page}");
+}
+
+in_both_modes!(every_status_and_route_has_its_own_series);
 
 /// Asserts each `(series, value)` in `expected` on `page`.
 fn assert_samples(page: &str, expected: &[(&str, u64)]) {

@@ -1,7 +1,8 @@
 //! The binary as an operator meets it: a second server on a busy address
 //! refuses to start, the start line names the static directory and the
 //! upstream, and `--access-log` writes one combined-format line per request,
-//! all of them by the time SIGTERM has made it exit.
+//! naming the server, in time order across pollers, all of them by the time
+//! SIGTERM has made it exit.
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::process::{server_command, Running, BINARY};
-use common::{text, Client};
+use common::{config, text, Client};
 use socket2::{Domain, Socket, Type};
 
 /// A path in the target directory, unique to this test and process.
@@ -57,7 +58,7 @@ fn the_start_line_names_the_static_directory_and_the_upstream() {
     assert_eq!(
         server.start_line,
         format!(
-            "listening on http://{} (1 pollers, dispatch local, static {dir_arg}: 1 file, \
+            "listening on http://{} (1 poller, dispatch local, static {dir_arg}: 1 file, \
              upstream http://127.0.0.1:9/status)\n",
             server.addr
         )
@@ -99,6 +100,8 @@ fn writes_one_line_per_request(dispatch: &str) {
         dispatch,
         "--access-log",
         path.to_str().unwrap(),
+        "--log-name",
+        "web-1",
     ]));
     let mut client = Client::connect(server.addr);
     client.send(
@@ -121,12 +124,12 @@ fn writes_one_line_per_request(dispatch: &str) {
     let log = fs::read_to_string(&path).unwrap();
     assert_eq!(
         without_dates(&log),
-        "127.0.0.1 - - [DATE] \"GET /json?x=1 HTTP/1.1\" 200 27 \"http://example.com/\" \"curl/8.0\"\n\
-         127.0.0.1 - - [DATE] \"HEAD / HTTP/1.1\" 200 0 \"-\" \"-\"\n\
-         127.0.0.1 - - [DATE] \"GET /missing HTTP/1.1\" 404 14 \"-\" \"say \\x22hi\\x22\"\n\
-         127.0.0.1 - - [DATE] \"POST / HTTP/1.1\" 405 23 \"-\" \"-\"\n\
-         127.0.0.1 - - [DATE] \"GET / HTTP/1.0\" 200 6 \"-\" \"-\"\n\
-         127.0.0.1 - - [DATE] \"GET / HTTP/1.1\" 400 16 \"-\" \"-\"\n",
+        "127.0.0.1 - - [DATE] \"GET /json?x=1 HTTP/1.1\" 200 27 \"http://example.com/\" \"curl/8.0\" server=web-1\n\
+         127.0.0.1 - - [DATE] \"HEAD / HTTP/1.1\" 200 0 \"-\" \"-\" server=web-1\n\
+         127.0.0.1 - - [DATE] \"GET /missing HTTP/1.1\" 404 14 \"-\" \"say \\x22hi\\x22\" server=web-1\n\
+         127.0.0.1 - - [DATE] \"POST / HTTP/1.1\" 405 23 \"-\" \"-\" server=web-1\n\
+         127.0.0.1 - - [DATE] \"GET / HTTP/1.0\" 200 6 \"-\" \"-\" server=web-1\n\
+         127.0.0.1 - - [DATE] \"GET / HTTP/1.1\" 400 16 \"-\" \"-\" server=web-1\n",
         "{log}"
     );
     fs::remove_file(&path).unwrap();
@@ -165,15 +168,23 @@ fn sigusr1_reopens_the_access_log(dispatch: &str) {
     wait_for("the reopened file", || path.exists());
     client.send(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n");
     client.response(false);
+    // Without --log-name, the server is its host and its process.
+    let name = format!(
+        "{}:{}",
+        uppercut_mio_server::host_node_name(),
+        server.child.id()
+    );
     assert_eq!(server.terminate(), Some(0));
 
     assert_eq!(
         without_dates(&read(&rotated)),
-        "127.0.0.1 - - [DATE] \"GET /json HTTP/1.1\" 200 27 \"-\" \"-\"\n"
+        format!("127.0.0.1 - - [DATE] \"GET /json HTTP/1.1\" 200 27 \"-\" \"-\" server={name}\n")
     );
     assert_eq!(
         without_dates(&read(&path)),
-        "127.0.0.1 - - [DATE] \"GET /plaintext HTTP/1.1\" 200 13 \"-\" \"-\"\n"
+        format!(
+            "127.0.0.1 - - [DATE] \"GET /plaintext HTTP/1.1\" 200 13 \"-\" \"-\" server={name}\n"
+        )
     );
     fs::remove_file(&path).unwrap();
     fs::remove_file(&rotated).unwrap();
@@ -211,6 +222,8 @@ fn logs_the_bytes_sent_of_a_response_cut_short(dispatch: &str) {
         "100ms",
         "--access-log",
         path.to_str().unwrap(),
+        "--log-name",
+        "cut",
     ];
     // The shutdown timeout's warning is expected: read, not printed.
     let mut server = Running::start_with_log(server_command(&args));
@@ -230,7 +243,8 @@ fn logs_the_bytes_sent_of_a_response_cut_short(dispatch: &str) {
     let mut received = vec![0u8; 16];
     stream.read_exact(&mut received).unwrap();
     assert_eq!(&received, b"HTTP/1.1 200 OK\r");
-    assert_eq!(server.terminate(), Some(0));
+    // Cut short: the exit status says so.
+    assert_eq!(server.terminate(), Some(3));
     let stderr = server.log_until("shutdown timeout");
     assert!(
         stderr.len() == 1
@@ -252,7 +266,9 @@ fn logs_the_bytes_sent_of_a_response_cut_short(dispatch: &str) {
     assert_eq!(&received[head_len..], &content[..body_sent]);
     assert_eq!(
         without_dates(&fs::read_to_string(&path).unwrap()),
-        format!("127.0.0.1 - - [DATE] \"GET /big.bin HTTP/1.1\" 200 {body_sent} \"-\" \"-\"\n")
+        format!(
+            "127.0.0.1 - - [DATE] \"GET /big.bin HTTP/1.1\" 200 {body_sent} \"-\" \"-\" server=cut\n"
+        )
     );
     fs::remove_file(&path).unwrap();
     fs::remove_dir_all(&dir).unwrap();
@@ -276,4 +292,65 @@ fn writes_one_line_per_request_local() {
 #[test]
 fn writes_one_line_per_request_system() {
     writes_one_line_per_request("system");
+}
+
+/// Two pollers, a connection on each, and requests taking turns between
+/// them, each sent a little after the one before was answered: the file has
+/// them in the order they were answered, which is the order sent, though
+/// each poller's lines wait in a ring of its own and the flusher drains the
+/// rings one after the other. (A line is timed as its response leaves,
+/// once the socket took it; the client may read the response before its
+/// poller gets that far, hence the pause.)
+fn lines_from_every_poller_are_in_time_order(dispatch: uppercut_mio_server::Dispatch) {
+    let path = scratch_path(&format!("access-log-order-{}", dispatch.name()));
+    let config = uppercut_mio_server::Config {
+        pollers: 2,
+        access_log: Some(uppercut_mio_server::AccessLogTarget::File(path.clone())),
+        log_name: Some("ordered".into()),
+        ..config(dispatch)
+    };
+    let server = common::start_with(&config, uppercut_mio_server::Routes::standard());
+    let mut clients = [
+        Client::connect(server.local_addr()),
+        Client::connect(server.local_addr()),
+    ];
+    // Each connection has had a response, so each is with its poller.
+    for client in &mut clients {
+        client.send(b"GET /json?n=start HTTP/1.1\r\nHost: t\r\n\r\n");
+        client.response(false);
+    }
+    assert_eq!(server.connections_per_poller(), [1, 1]);
+    for n in 0..40 {
+        let client = &mut clients[n % 2];
+        client.send(format!("GET /json?n={n} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        client.response(false);
+        thread::sleep(Duration::from_millis(10));
+    }
+    server.stop();
+    let log = fs::read_to_string(&path).unwrap();
+    let expected: String = (0..40)
+        .map(|n| {
+            format!(
+                "127.0.0.1 - - [DATE] \"GET /json?n={n} HTTP/1.1\" 200 27 \"-\" \"-\" server=ordered\n"
+            )
+        })
+        .collect();
+    let lines = without_dates(&log);
+    let answered = lines
+        .lines()
+        .filter(|line| !line.contains("n=start"))
+        .map(|line| format!("{line}\n"))
+        .collect::<String>();
+    assert_eq!(answered, expected, "{log}");
+    fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn lines_from_every_poller_are_in_time_order_local() {
+    lines_from_every_poller_are_in_time_order(uppercut_mio_server::Dispatch::Local);
+}
+
+#[test]
+fn lines_from_every_poller_are_in_time_order_system() {
+    lines_from_every_poller_are_in_time_order(uppercut_mio_server::Dispatch::System);
 }

@@ -23,7 +23,7 @@ fn started(command: Command, dispatch: &str) -> Running {
     assert_eq!(
         server.start_line,
         format!(
-            "listening on http://{} (1 pollers, dispatch {dispatch})\n",
+            "listening on http://{} (1 poller, dispatch {dispatch})\n",
             server.addr
         )
     );
@@ -109,6 +109,42 @@ fn sigterm_finishes_the_response_in_flight_and_exits_0_system() {
     sigterm_finishes_the_response_in_flight_and_exits_0("system");
 }
 
+/// A client that reads nothing keeps its responses unsent past the
+/// shutdown timeout: the server closes it and exits 3, not 0, so a
+/// supervisor learns that requests went unanswered. An idle keep-alive
+/// connection beside it is no such request.
+fn exits_3_when_the_shutdown_timeout_cuts_requests_short(dispatch: &str) {
+    let args = ["--dispatch", dispatch, "--shutdown-timeout", "200ms"];
+    let mut server = Running::start_with_log(server_command(&args));
+    let mut idle = Client::connect(server.addr);
+    idle.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_response(&idle.response(false), HELLO);
+    let client = slow_reader(server.addr);
+    let writing = pipeline_from_thread(&client, "GET /v1/user HTTP/1.1\r\nHost: t\r\n\r\n", 2000);
+    // The server has begun answering: its output waits for the client.
+    let mut head = [0u8; 15];
+    std::io::Read::read_exact(&mut &client.stream, &mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 OK");
+    assert_eq!(server.terminate(), Some(3));
+    let log = server.rest_of_log();
+    assert!(
+        log.len() == 1 && log[0].ends_with("shutdown timeout: closed the connections still busy"),
+        "{log:?}"
+    );
+    drop(client);
+    let _ = writing.join();
+}
+
+#[test]
+fn exits_3_when_the_shutdown_timeout_cuts_requests_short_local() {
+    exits_3_when_the_shutdown_timeout_cuts_requests_short("local");
+}
+
+#[test]
+fn exits_3_when_the_shutdown_timeout_cuts_requests_short_system() {
+    exits_3_when_the_shutdown_timeout_cuts_requests_short("system");
+}
+
 /// Under a hard limit of 32 descriptors the server can hold about 25
 /// connections. Of 40 clients, the rest wait in the listen backlog while
 /// accept fails with EMFILE; the server must keep serving the ones it holds,
@@ -129,7 +165,7 @@ fn survives_running_out_of_descriptors() {
     assert_eq!(
         server.start_line,
         format!(
-            "listening on http://{} (1 pollers, dispatch local)\n",
+            "listening on http://{} (1 poller, dispatch local)\n",
             server.addr
         )
     );

@@ -224,21 +224,33 @@ fn answers_options_asterisk_and_connect_with_405(dispatch: Dispatch) {
     );
 }
 
-/// A method that is a valid token but that this server implements nowhere
-/// gets 501 on any path, existing or not, and the connection closes (its
-/// body, if any, is not read). Methods are case-sensitive: `get` is one.
-fn answers_unknown_methods_with_501(dispatch: Dispatch) {
-    let not_implemented = error(501, "Not Implemented", "", true, false);
-    let requests: [&[u8]; 5] = [
-        b"PAUSE / HTTP/1.1\r\nHost: t\r\n\r\n",
-        b"G|T /json HTTP/1.1\r\nHost: t\r\n\r\n",
-        b"PAUSE /nope HTTP/1.1\r\nHost: t\r\n\r\n",
-        b"get / HTTP/1.1\r\nHost: t\r\n\r\n",
-        b"PROPFIND / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
-    ];
-    for request in requests {
-        answered_then_closed(dispatch, request, &not_implemented);
+/// A method that is a valid token but that no route takes (one this server
+/// does not know, or `get`: methods are case-sensitive) is answered as
+/// nginx answers it: 405 listing what the path takes, 404 where nothing is.
+/// Its framing is known, so its body is skipped, the connection stays, and
+/// the requests pipelined behind it, all sent in one write, are served.
+fn answers_unknown_methods_with_405_and_serves_on(dispatch: Dispatch) {
+    let server = start(dispatch);
+    let mut client = Client::connect(server.local_addr());
+    client.send(
+        b"PAUSE / HTTP/1.1\r\nHost: t\r\n\r\n\
+          PROPFIND / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello\
+          G|T /json HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n\
+          get / HTTP/1.1\r\nHost: t\r\n\r\n\
+          PAUSE /nope HTTP/1.1\r\nHost: t\r\n\r\n\
+          GET /json HTTP/1.1\r\nHost: t\r\n\r\n",
+    );
+    for _ in 0..4 {
+        assert_response(&client.response(false), &method_not_allowed(false));
     }
+    assert_response(
+        &client.response(false),
+        &error(404, "Not Found", "", false, false),
+    );
+    assert_response(&client.response(false), JSON);
+    // And the connection stays for more.
+    client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_response(&client.response(false), HELLO);
 }
 
 /// Known methods a route does not take keep their 405, which lists what
@@ -382,7 +394,7 @@ in_both_modes!(
     refuses_fragments_backslashes_and_raw_non_ascii,
     resolves_dot_segments_before_routing,
     answers_options_asterisk_and_connect_with_405,
-    answers_unknown_methods_with_501,
+    answers_unknown_methods_with_405_and_serves_on,
     answers_known_methods_a_route_lacks_with_405,
     refuses_malformed_chunk_size_lines_at_once,
     accepts_chunk_extensions_by_the_grammar,

@@ -11,7 +11,9 @@ use std::fmt::Write;
 
 use common::{assert_response, config, error_response, start_with, Client};
 use route_common::{built, Echo};
-use uppercut_mio_server::{CannedResponse, Dispatch, Method, Request, Response, Routes, Server};
+use uppercut_mio_server::{
+    CannedResponse, Dispatch, Method, Request, Response, Routes, Server, StatusCode,
+};
 
 /// `Hello, NAME!` from the query; 400 without a name.
 fn greet(request: &Request<'_>, response: &mut Response<'_>) {
@@ -21,7 +23,7 @@ fn greet(request: &Request<'_>, response: &mut Response<'_>) {
             let _ = write!(response, "Hello, {name}!");
         }
         None => {
-            let _ = response.set_status(400);
+            response.set_status(StatusCode::BAD_REQUEST);
             response.body(b"no name\n");
         }
     }
@@ -41,7 +43,7 @@ fn own_length(_: &Request<'_>, response: &mut Response<'_>) {
 
 /// 204, with a body the server must leave out.
 fn no_content(_: &Request<'_>, response: &mut Response<'_>) {
-    let _ = response.set_status(204);
+    response.set_status(StatusCode::NO_CONTENT);
     let _ = response.header("X-Kind", "empty");
     response.body(b"not sent");
 }

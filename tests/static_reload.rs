@@ -125,7 +125,7 @@ fn sighup_reloads_the_binary_without_dropping_a_connection() {
     process.signal(libc::SIGHUP);
     let line = process.wait_for_log("SIGHUP: ");
     let failed = format!(
-        "SIGHUP: reload failed, still serving the files loaded before: --static-dir {}: \
+        "SIGHUP: reload failed, still serving the files loaded before: static directory {}: \
          {} is 2048 bytes, over the per-file limit of 1024 bytes",
         www.display(),
         big.display()

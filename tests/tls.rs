@@ -12,8 +12,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::tls::{client_config, connect, Certificates};
-use common::{assert_response, config, start_with, Client, HELLO};
+use common::tls::{client_config, client_hello, connect, Certificates};
+use common::{assert_response, config, error_response, start_with, Client, HELLO};
 use rustls::HandshakeKind;
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::{ActorRequest, ActorResponse, Config, Dispatch, Method, Routes, Server};
@@ -250,6 +250,76 @@ fn a_stalled_handshake_is_closed_by_the_header_timeout(dispatch: Dispatch) {
     assert_eq!(handshake_counts(metrics, 0, 1), (0, 1));
 }
 
+/// A client that completes the handshake and sends nothing is waiting for
+/// its first request as a plain client would be: 408 at the header
+/// timeout, not a quiet close at the keep-alive timeout. After its first
+/// request, the keep-alive timeout applies.
+fn a_silent_client_after_the_handshake_gets_408(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("silent-{}", dispatch.name()));
+    let timeouts = Timeouts {
+        header: Duration::from_millis(300),
+        keepalive: Duration::from_secs(30),
+        sweep: Duration::from_millis(50),
+        ..Timeouts::default()
+    };
+    let server = start_tls(dispatch, &certificates, timeouts);
+    let config = certificates.client_config();
+    let started = Instant::now();
+    let mut silent = connect(server.local_addr(), &config);
+    let timed_out = silent.rest_until_close();
+    assert_response(
+        &timed_out,
+        &error_response(408, "Request Timeout", "", true, false),
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(10),
+        "the 408 came after {waited:?}"
+    );
+
+    // One request, then silence past the header timeout: still open.
+    let mut served = connect(server.local_addr(), &config);
+    served.send(&get("/"));
+    assert_response(&served.response(false), HELLO);
+    std::thread::sleep(Duration::from_millis(700));
+    served.send(&get("/"));
+    assert_response(&served.response(false), HELLO);
+}
+
+/// A client offering TLS 1.0 or 1.1 at most gets the `protocol_version`
+/// alert (70) RFC 5246 E.1 asks for, rustls' `handshake_failure` (40)
+/// never, and the end; a hello arriving in pieces too. One that lists TLS
+/// 1.3 in `supported_versions` goes on to rustls. Each refusal counts as a
+/// failed handshake.
+fn old_tls_gets_protocol_version(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("old-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    for version in [0x0301, 0x0302] {
+        let mut old = Client::connect(server.local_addr());
+        old.send(&client_hello(version, "localhost", &[]));
+        assert_eq!(old.rest_until_close(), b"\x15\x03\x01\x00\x02\x02\x46");
+    }
+    // In three writes, the first a few bytes of the record header.
+    let hello = client_hello(0x0301, "localhost", &[]);
+    let mut pieces = Client::connect(server.local_addr());
+    for piece in [&hello[..3], &hello[3..20], &hello[20..]] {
+        pieces.send(piece);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(pieces.rest_until_close(), b"\x15\x03\x01\x00\x02\x02\x46");
+    // A legacy version of 1.0 that lists 1.3: rustls answers (a TLS 1.3
+    // hello with no key share gets a HelloRetryRequest or an alert of its
+    // own), not this check.
+    let listed = client_hello(0x0301, "localhost", &[(0x002b, b"\x02\x03\x04")]);
+    let mut modern = Client::connect(server.local_addr());
+    modern.send(&listed);
+    let answer = modern.rest_until_close();
+    assert_ne!(answer, b"\x15\x03\x01\x00\x02\x02\x46", "{answer:?}");
+    let metrics = server.metrics_addr().unwrap();
+    let (_, failed) = handshake_counts(metrics, 0, 4);
+    assert_eq!(failed, 4);
+}
+
 /// The handshake counters summed over the pollers, once they reach at
 /// least `done` and `failed` (they are counted as connections end), or
 /// after 10 s.
@@ -301,4 +371,6 @@ in_both_modes!(
     tls12_works_and_sessions_resume,
     what_is_not_tls_is_refused_and_counted,
     a_stalled_handshake_is_closed_by_the_header_timeout,
+    a_silent_client_after_the_handshake_gets_408,
+    old_tls_gets_protocol_version,
 );

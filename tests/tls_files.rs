@@ -3,7 +3,7 @@
 //! and SIGHUP, which reloads them for new connections and keeps the old ones
 //! when the new ones are bad. `openssl s_client`, where it is installed,
 //! negotiates TLS 1.3 with ALPN `http/1.1`, and TLS 1.2, and is refused
-//! TLS 1.1.
+//! TLS 1.1 and 1.0 with the `protocol_version` alert.
 
 mod common;
 
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use common::process::{server_command, Running, BINARY};
-use common::tls::{client_config, connect, Certificates};
+use common::tls::{client_config, client_hello, connect, Certificates};
 use common::{assert_response, config, start_with, HELLO};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -139,7 +139,7 @@ fn sighup_reloads_the_certificate_for_new_connections() {
     let line = server.wait_for_log("SIGHUP: TLS reload failed");
     assert!(
         line.ends_with(&format!(
-            "still serving the certificate loaded before: --tls-cert {}: \
+            "still serving the certificate loaded before: TLS certificate {}: \
              no certificate (BEGIN CERTIFICATE) in the file",
             files.cert.display()
         )),
@@ -167,7 +167,7 @@ fn handshake_fails(server: &Running, config: &std::sync::Arc<rustls::ClientConfi
 }
 
 /// `openssl s_client` against the binary: TLS 1.3 with ALPN, TLS 1.2,
-/// and TLS 1.1 refused. Without openssl this fails under CI (which
+/// and TLS 1.1 and 1.0 refused with `protocol_version`. Without openssl this fails under CI (which
 /// installs it) and says so elsewhere.
 #[test]
 fn openssl_negotiates_tls13_and_tls12_and_is_refused_tls11() {
@@ -192,13 +192,71 @@ fn openssl_negotiates_tls13_and_tls12_and_is_refused_tls11() {
             .stdin(Stdio::null())
             .output()
             .expect("openssl runs");
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        let mut said = String::from_utf8_lossy(&output.stdout).into_owned();
+        said.push_str(&String::from_utf8_lossy(&output.stderr));
+        said
     };
     let tls13 = s_client(&["-tls1_3", "-alpn", "http/1.1"]);
     assert!(tls13.contains("New, TLSv1.3, Cipher is"), "{tls13}");
     assert!(tls13.contains("ALPN protocol: http/1.1"), "{tls13}");
     let tls12 = s_client(&["-tls1_2"]);
     assert!(tls12.contains("New, TLSv1.2, Cipher is"), "{tls12}");
-    let tls11 = s_client(&["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"]);
-    assert!(tls11.contains("New, (NONE), Cipher is (NONE)"), "{tls11}");
+    // Refused with the protocol_version alert (70), as RFC 5246 E.1 asks.
+    for old in ["-tls1_1", "-tls1"] {
+        let said = s_client(&[old, "-cipher", "DEFAULT@SECLEVEL=0"]);
+        assert!(said.contains("New, (NONE), Cipher is (NONE)"), "{said}");
+        assert!(said.contains("alert protocol version"), "{said}");
+        assert!(said.contains("SSL alert number 70"), "{said}");
+    }
+}
+
+/// `hey https://host:port/` sends the port in its SNI, which rustls warns
+/// of through the `log` crate on every handshake: a flood of such
+/// handshakes (these also fail) writes at most about a line a second of
+/// rustls' warnings, and of the server's own reports of failed handshakes,
+/// however many connections come.
+#[test]
+fn a_flood_of_bad_sni_handshakes_logs_a_line_a_second() {
+    let certificates = Certificates::new("sni-flood");
+    let files = &certificates.files;
+    let mut command = server_command(&[
+        "--tls-cert",
+        files.cert.to_str().unwrap(),
+        "--tls-key",
+        files.key.to_str().unwrap(),
+    ]);
+    command.env_remove("RUST_LOG");
+    let mut server = Running::start_with_log(command);
+    let hello = client_hello(0x0303, "localhost:9000", &[]);
+    let started = std::time::Instant::now();
+    let mut connections = 0;
+    while started.elapsed() < std::time::Duration::from_millis(1500) {
+        let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+        std::io::Write::write_all(&mut stream, &hello).unwrap();
+        let mut answer = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stream, &mut answer);
+        connections += 1;
+    }
+    let seconds = started.elapsed().as_secs() + 1;
+    assert_eq!(server.terminate(), Some(0));
+    let log = server.rest_of_log();
+    let rustls = log.iter().filter(|line| line.contains(" rustls")).count();
+    let ours = log
+        .iter()
+        .filter(|line| line.contains("TLS handshake with"))
+        .count();
+    assert!(connections >= 50, "only {connections} handshakes");
+    assert!(
+        (1..=seconds as usize + 1).contains(&rustls),
+        "{rustls} rustls lines for {connections} handshakes in {seconds} s: {log:#?}"
+    );
+    assert!(
+        (1..=seconds as usize + 1).contains(&ours),
+        "{ours} lines of ours for {connections} handshakes in {seconds} s: {log:#?}"
+    );
+    assert_eq!(rustls + ours, log.len(), "{log:#?}");
+    assert!(
+        log.iter().any(|line| line.contains("Illegal SNI hostname")),
+        "{log:#?}"
+    );
 }

@@ -329,7 +329,7 @@ fn check_routes(routes: &Routes, node: Option<&str>) -> io::Result<()> {
             (Some(_), Some(_)) => {}
             (Some(_), None) => {
                 return Err(refused(format!(
-                    "route {}: {address:?} names a node, and the server runs without --nats \
+                    "route {}: {address:?} names a node, and the server is in no cluster \
                      (Config::cluster)",
                     route.name
                 )))

@@ -29,16 +29,18 @@ pub(crate) fn client_config(ca: Option<&Path>) -> Result<Arc<ClientConfig>, Stri
             .iter()
             .map(Path::new)
             .find(|path| path.exists())
-            .ok_or("no system certificate bundle; name one with --nats-ca")?
+            .ok_or(
+                "no system certificate bundle; name the certificates to trust (ClusterConfig::ca)",
+            )?
             .to_path_buf(),
     };
     let certs = CertificateDer::pem_file_iter(&bundle)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("--nats-ca {}: {e}", bundle.display()))?;
+        .map_err(|e| format!("NATS CA file {}: {e}", bundle.display()))?;
     let (added, _ignored) = roots.add_parsable_certificates(certs);
     if added == 0 {
         return Err(format!(
-            "--nats-ca {}: no certificate in it",
+            "NATS CA file {}: no certificate in it",
             bundle.display()
         ));
     }

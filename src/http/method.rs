@@ -1,6 +1,8 @@
-//! Request methods: the ones a route can take, the others this server knows
-//! (405 where no route takes them), and the rest, which it does not
-//! implement anywhere (501, RFC 9110 §9.1).
+//! Request methods: the ones a route can take, and the rest (CONNECT, TRACE,
+//! any other token), which no route takes: 405 listing what the path takes,
+//! or 404 where nothing is. A method this server does not know is answered
+//! as nginx answers it, not with RFC 9110 §9.1's 501: the request's framing
+//! is known, so the connection and the requests pipelined behind it live.
 
 /// A request method. Methods without a variant of their own (CONNECT,
 /// TRACE, extension methods) are `Other`: no route can take them.
@@ -51,16 +53,8 @@ impl Method {
         }
     }
 
-    /// Whether this server knows the method a request line names: the
-    /// methods of RFC 9110 §9 and PATCH (RFC 5789). A route can take some
-    /// of them, and a path without one answers 405 listing those it takes;
-    /// any other method is implemented nowhere here, so it gets 501 on
-    /// every path. Methods are case-sensitive: `get` is not GET.
-    pub(crate) fn is_known(name: &str) -> bool {
-        Method::parse(name) != Method::Other || matches!(name, "CONNECT" | "TRACE")
-    }
-
-    /// The method a request line names; methods are case-sensitive.
+    /// The method a request line names; methods are case-sensitive (`get`
+    /// is `Other`).
     pub(crate) fn parse(name: &str) -> Method {
         match name {
             "GET" => Method::Get,

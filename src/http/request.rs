@@ -131,12 +131,9 @@ fn complete<'b>(
             head_only: method == Method::Head,
         };
     };
+    // A method no route takes (`Other`) is routed all the same: 405 or 404,
+    // and its body is skipped by its framing like any refused request's.
     match read_headers(headers, line.http10, max_body) {
-        // Well formed, but a method implemented nowhere here (RFC 9110
-        // §9.1): 501 whatever the path. Its body, if any, is not read.
-        Ok(_) if !Method::is_known(line.method) => {
-            ParsedHead::rejected(ErrorStatus::NotImplemented)
-        }
         Ok(fields) => ParsedHead::Complete(
             RequestHead {
                 method,
@@ -266,16 +263,20 @@ mod tests {
     }
 
     #[test]
-    fn refuses_methods_it_does_not_know_with_501() {
-        for raw in [
-            "PAUSE / HTTP/1.1\r\nHost: a\r\n\r\n",
-            "G|T / HTTP/1.1\r\nHost: a\r\n\r\n",
-            "get / HTTP/1.1\r\nHost: a\r\n\r\n",
-            "PROPFIND /x HTTP/1.2\r\nHost: a\r\nContent-Length: 3\r\n\r\n",
+    fn reads_methods_it_does_not_know_as_other() {
+        for (raw, body) in [
+            ("PAUSE / HTTP/1.1\r\nHost: a\r\n\r\n", BodyFraming::Empty),
+            ("G|T / HTTP/1.1\r\nHost: a\r\n\r\n", BodyFraming::Empty),
+            ("get / HTTP/1.1\r\nHost: a\r\n\r\n", BodyFraming::Empty),
+            (
+                "PROPFIND /x HTTP/1.2\r\nHost: a\r\nContent-Length: 3\r\n\r\n",
+                BodyFraming::Length(3),
+            ),
         ] {
+            let parsed = head(raw);
             assert_eq!(
-                rejected(raw.as_bytes()),
-                ErrorStatus::NotImplemented,
+                (parsed.method, parsed.body),
+                (Method::Other, body),
                 "{raw:?}"
             );
         }

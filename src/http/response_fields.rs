@@ -92,6 +92,19 @@ pub(crate) fn check_status(code: u16) -> Result<(), ResponseError> {
     }
 }
 
+/// The status a route sends for `status`: itself when it is a final
+/// response's (200 to 599), else 500. An informational status cannot end
+/// a request, and nothing past 599 is HTTP's; either is a bug in the route,
+/// which the client should see as the server's fault rather than as a
+/// broken connection.
+pub(crate) fn final_status(status: ::http::StatusCode) -> u16 {
+    let code = status.as_u16();
+    match check_status(code) {
+        Ok(()) => code,
+        Err(_) => 500,
+    }
+}
+
 /// Header fields every response carries, whatever answers it (`--header`,
 /// [`Config::headers`](crate::Config::headers)): HSTS, `nosniff` and the
 /// like. Checked once at start, as a route's fields are, and kept as the
@@ -221,6 +234,12 @@ mod tests {
         assert_eq!(check_status(101), Err(ResponseError::InvalidStatus(101)));
         assert_eq!(check_status(600), Err(ResponseError::InvalidStatus(600)));
         assert_eq!(check_status(204), Ok(()));
+        use ::http::StatusCode;
+        assert_eq!(final_status(StatusCode::NO_CONTENT), 204);
+        assert_eq!(final_status(StatusCode::CONTINUE), 500);
+        assert_eq!(final_status(StatusCode::SWITCHING_PROTOCOLS), 500);
+        assert_eq!(final_status(StatusCode::from_u16(599).unwrap()), 599);
+        assert_eq!(final_status(StatusCode::from_u16(600).unwrap()), 500);
     }
 
     #[test]

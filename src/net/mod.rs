@@ -3,5 +3,6 @@
 //! process is out of resources. (Connections are kept by token in the
 //! `slab` crate's slab, tokio's own.)
 
+pub(crate) mod client_hello;
 pub(crate) mod socket;
 pub(crate) mod transport;

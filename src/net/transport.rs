@@ -21,7 +21,10 @@
 //! The first byte of a TLS connection is a handshake record's (0x16): a
 //! client whose first byte is anything else is not speaking TLS, and one
 //! whose first byte is an upper-case letter is almost surely sending a plain
-//! HTTP request, which the caller answers as nginx does.
+//! HTTP request, which the caller answers as nginx does. The first record is
+//! read before rustls sees it, too: a ClientHello offering only TLS 1.1 or
+//! older gets the `protocol_version` alert the RFCs ask for
+//! (`client_hello`), where rustls would say `handshake_failure`.
 
 use std::io::{self, ErrorKind, Read, Write};
 
@@ -31,6 +34,9 @@ use std::net::{Shutdown, SocketAddr};
 use mio::net::TcpStream;
 use rustls::ServerConnection;
 
+use crate::net::client_hello::{
+    hello_versions, protocol_version_alert, version_name, HelloVersions,
+};
 use crate::net::socket::write_until_blocked;
 
 /// A TLS record of type handshake: how every TLS connection begins.
@@ -104,6 +110,8 @@ struct TlsState {
     session: ServerConnection,
     /// Some byte has come: the client was seen to speak TLS.
     started: bool,
+    /// Whether the client's first record offers a TLS rustls speaks.
+    hello: HelloCheck,
     /// The last socket read was shorter than asked.
     socket_drained: bool,
     /// Decrypted bytes not yet read.
@@ -139,6 +147,7 @@ impl Transport {
             tls: Some(Box::new(TlsState {
                 session,
                 started: false,
+                hello: HelloCheck::Pending(Vec::new()),
                 socket_drained: false,
                 plaintext: 0,
                 handshake: None,
@@ -228,14 +237,36 @@ impl Transport {
         if tls.plaintext > 0 {
             return tls.read_plaintext(buf).map(Some);
         }
+        // Refused for its versions: nothing more is read.
+        if tls.hello == HelloCheck::Refused {
+            return Ok(Some(Received::End));
+        }
         let mut sniff = Sniff {
             socket: &mut self.socket,
             started: &mut tls.started,
+            hello: &mut tls.hello,
             not_tls: None,
+            too_old: None,
             read: 0,
             short: false,
         };
-        match tls.session.read_tls(&mut sniff) {
+        let read_tls = tls.session.read_tls(&mut sniff);
+        let (not_tls, too_old) = (sniff.not_tls, sniff.too_old);
+        let (read, short) = (sniff.read, sniff.short);
+        if let Some((client_version, record_version)) = too_old {
+            self.wire_in += read;
+            let alert = protocol_version_alert(record_version);
+            let _ = self.write_unencrypted(&alert);
+            let version = version_name(client_version);
+            if let Some(tls) = &mut self.tls {
+                tls.handshake = Some(Handshake::Failed(format!(
+                    "the client offers {version} at most (answered protocol_version)"
+                )));
+            }
+            let message = format!("a ClientHello offering {version} at most");
+            return Err(io::Error::new(ErrorKind::InvalidData, message));
+        }
+        match read_tls {
             Ok(0) => {
                 // The stream ended: a clean close_notify, or a truncation.
                 if tls.session.is_handshaking() && tls.started {
@@ -245,8 +276,8 @@ impl Transport {
                 return Ok(Some(Received::End));
             }
             Ok(_) => {}
-            Err(_) if sniff.not_tls.is_some() => {
-                let http = sniff.not_tls == Some(true);
+            Err(_) if not_tls.is_some() => {
+                let http = not_tls == Some(true);
                 tls.handshake = Some(Handshake::Failed(match http {
                     true => "a plain HTTP request".into(),
                     false => "not a TLS handshake".into(),
@@ -256,7 +287,6 @@ impl Transport {
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Some(Received::Nothing)),
             Err(e) => return Err(e),
         }
-        let (read, short) = (sniff.read, sniff.short);
         self.wire_in += read;
         tls.socket_drained = short;
         let handshaking = tls.session.is_handshaking();
@@ -400,14 +430,21 @@ impl Transport {
         Ok(written)
     }
 
-    /// Ends the writing side: a TLS session says `close_notify` first.
-    pub(crate) fn shutdown_write(&mut self) -> io::Result<()> {
+    /// A TLS session says `close_notify`, if the socket takes it now; the
+    /// socket stays as it is. Plain TCP has nothing to say.
+    pub(crate) fn close_notify(&mut self) -> io::Result<()> {
         if let Some(tls) = &mut self.tls {
             if !tls.session.is_handshaking() {
                 tls.session.send_close_notify();
                 self.send_records()?;
             }
         }
+        Ok(())
+    }
+
+    /// Ends the writing side: a TLS session says `close_notify` first.
+    pub(crate) fn shutdown_write(&mut self) -> io::Result<()> {
+        self.close_notify()?;
         self.socket.shutdown(Shutdown::Write)
     }
 
@@ -427,14 +464,31 @@ impl TlsState {
     }
 }
 
+/// Whether the first record offers a TLS version rustls speaks.
+#[derive(Debug, PartialEq, Eq)]
+enum HelloCheck {
+    /// Not known yet: what came of the first record so far, kept only when
+    /// a read brought part of it (empty, and holding no memory, otherwise).
+    Pending(Vec<u8>),
+    /// It does, or it is for rustls to judge.
+    Passed,
+    /// It offers TLS 1.1 or older only, and was answered so.
+    Refused,
+}
+
 /// The socket as rustls reads it: notes how much one read took and whether
-/// it was short, and checks the very first byte.
+/// it was short, checks the very first byte, and reads the first record's
+/// versions.
 struct Sniff<'a> {
     socket: &'a mut TcpStream,
     started: &'a mut bool,
+    hello: &'a mut HelloCheck,
     /// The first byte was not a handshake record's: `Some(true)` when it
     /// looks like an HTTP request.
     not_tls: Option<bool>,
+    /// The first record is a ClientHello offering at most this version,
+    /// in a record of this version.
+    too_old: Option<(u16, [u8; 2])>,
     read: usize,
     short: bool,
 }
@@ -451,6 +505,43 @@ impl Read for Sniff<'_> {
         }
         self.read += len;
         self.short = len < buf.len();
+        if len > 0 {
+            self.check_hello(&buf[..len])?;
+        }
         Ok(len)
+    }
+}
+
+impl Sniff<'_> {
+    /// Reads the first record's versions as its bytes pass, keeping them
+    /// only while the record is not all here; an error stops rustls.
+    fn check_hello(&mut self, read: &[u8]) -> io::Result<()> {
+        let HelloCheck::Pending(kept) = &mut *self.hello else {
+            return Ok(());
+        };
+        let verdict = match kept.is_empty() {
+            true => hello_versions(read),
+            false => {
+                kept.extend_from_slice(read);
+                hello_versions(kept)
+            }
+        };
+        match verdict {
+            HelloVersions::NeedMore => {
+                if kept.is_empty() {
+                    kept.extend_from_slice(read);
+                }
+            }
+            HelloVersions::Acceptable => *self.hello = HelloCheck::Passed,
+            HelloVersions::TooOld {
+                client_version,
+                record_version,
+            } => {
+                *self.hello = HelloCheck::Refused;
+                self.too_old = Some((client_version, record_version));
+                return Err(ErrorKind::InvalidData.into());
+            }
+        }
+        Ok(())
     }
 }

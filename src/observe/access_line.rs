@@ -1,10 +1,11 @@
 //! One access-log line per request, in the combined log format. A
 //! connection formats the parts of its line it knows at the request head
-//! (peer, time, request line, Referer, User-Agent) into a buffer it keeps;
+//! (peer, request line, Referer, User-Agent) into a buffer it keeps;
 //! when the response is written to the output the line waits, whole but
-//! for its numbers, until the socket has taken the response's last byte,
-//! and then goes with its status and body length to the thread's ring in
-//! [`crate::observe::access_log`].
+//! for its numbers and its time, until the socket has taken the response's
+//! last byte, and then goes with its status and body length to the
+//! thread's ring in [`crate::observe::access_log`], which times it and
+//! writes the time in.
 //!
 //! The wait is what makes the length the body bytes actually sent, as
 //! nginx's `$body_bytes_sent`: a response cut short (the server stopping
@@ -19,7 +20,6 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::http::date::DATE_LEN;
 use crate::observe::access_log::{record, AccessLog, LogShared};
 
 /// The longest request line, Referer or User-Agent copied into a line.
@@ -33,9 +33,11 @@ const KEEP_WAITING: usize = 16 * 1024;
 pub(crate) struct AccessRecorder {
     log: Arc<LogShared>,
     peer: Option<IpAddr>,
-    /// The line without its status and length, which go at `split`. Its
-    /// capacity is kept, so a connection's later lines allocate nothing.
+    /// The line without its time, which goes at `time_at`, and its status
+    /// and length, which go at `split`. Its capacity is kept, so a
+    /// connection's later lines allocate nothing.
     line: Vec<u8>,
+    time_at: usize,
     split: usize,
     /// The lines of `waiting`, one after another, without their numbers.
     waiting_lines: Vec<u8>,
@@ -53,8 +55,10 @@ pub(crate) struct AccessRecorder {
 /// A response written to the output whose line waits for it to be sent.
 #[derive(Debug, Clone, Copy)]
 struct Waiting {
-    /// Its line in `waiting_lines`, and where the numbers go in it.
+    /// Its line in `waiting_lines`, and where the time and the numbers go
+    /// in it.
     line_end: usize,
+    time_at: usize,
     split: usize,
     status: u16,
     /// Where the response's body starts and where it ends in the output,
@@ -86,6 +90,7 @@ impl AccessRecorder {
             log: log.shared(),
             peer,
             line: Vec::new(),
+            time_at: 0,
             split: 0,
             waiting_lines: Vec::new(),
             waiting: Vec::new(),
@@ -102,7 +107,7 @@ impl AccessRecorder {
 
     /// A request head arrived (whole, or as much as there is of one that is
     /// refused): keep what its line needs.
-    pub(crate) fn request(&mut self, head: &[u8], date: &[u8; DATE_LEN]) {
+    pub(crate) fn request(&mut self, head: &[u8]) {
         let mut lines = head.split(|&b| b == b'\n');
         let request_line = lines.next().unwrap_or_default();
         let (mut referer, mut user_agent) = (None, None);
@@ -128,31 +133,24 @@ impl AccessRecorder {
                     .unwrap_or(request_line)
                     .to_vec();
                 line.extend_from_slice(b" HTTP/2.0");
-                self.begin(Some(&line), date);
+                self.begin(Some(&line));
             }
-            false => self.begin(Some(request_line), date),
+            false => self.begin(Some(request_line)),
         }
         self.line.extend_from_slice(b" ");
         quoted(&mut self.line, referer);
         self.line.push(b' ');
         quoted(&mut self.line, user_agent);
-        self.line.push(b'\n');
     }
 
     /// The response to the request reported last (or, if none was, to a
     /// connection that timed out before sending one) was written to the
     /// output: `len` bytes, `body_len` of them its body. Its line waits for
     /// [`AccessRecorder::sent`] to report its last byte sent.
-    pub(crate) fn response(
-        &mut self,
-        status: u16,
-        len: usize,
-        body_len: usize,
-        date: &[u8; DATE_LEN],
-    ) {
+    pub(crate) fn response(&mut self, status: u16, len: usize, body_len: usize) {
         if self.line.is_empty() {
-            self.begin(None, date);
-            self.line.extend_from_slice(b" \"-\" \"-\"\n");
+            self.begin(None);
+            self.line.extend_from_slice(b" \"-\" \"-\"");
         }
         let start = self.waiting_lines.len();
         self.waiting_lines.extend_from_slice(&self.line);
@@ -160,6 +158,7 @@ impl AccessRecorder {
         self.queued += len as u64;
         self.waiting.push(Waiting {
             line_end: self.waiting_lines.len(),
+            time_at: start + self.time_at,
             split: start + self.split,
             status,
             body_start: response_start + (len - body_len) as u64,
@@ -172,12 +171,10 @@ impl AccessRecorder {
     /// server, `node`: its line says so (` node=NAME` after the user
     /// agent).
     pub(crate) fn answered_by(&mut self, node: &[u8]) {
-        if self.line.last() == Some(&b'\n') {
-            self.line.pop();
+        if !self.line.is_empty() {
             self.line.extend_from_slice(b" node=");
             self.line
                 .extend_from_slice(&node[..node.len().min(MAX_FIELD)]);
-            self.line.push(b'\n');
         }
     }
 
@@ -203,13 +200,8 @@ impl AccessRecorder {
         for response in &self.waiting[..done] {
             let line = &self.waiting_lines[start..response.line_end];
             let body_sent = response.body_sent(self.sent);
-            write_line(
-                &self.log,
-                line,
-                response.split - start,
-                response.status,
-                body_sent,
-            );
+            let at = (response.time_at - start, response.split - start);
+            write_line(&self.log, line, at, response.status, body_sent);
             start = response.line_end;
         }
         if done == self.waiting.len() {
@@ -226,12 +218,14 @@ impl AccessRecorder {
         self.waiting.drain(..done);
         for response in &mut self.waiting {
             response.line_end -= start;
+            response.time_at -= start;
             response.split -= start;
         }
     }
 
-    /// Writes `PEER - - [TIME] "REQUEST" ` and marks where the status goes.
-    fn begin(&mut self, request_line: Option<&[u8]>, date: &[u8; DATE_LEN]) {
+    /// Writes `PEER - - [] "REQUEST" ` and marks where the time and the
+    /// status go.
+    fn begin(&mut self, request_line: Option<&[u8]>) {
         self.line.clear();
         match self.peer {
             Some(peer) => {
@@ -240,7 +234,7 @@ impl AccessRecorder {
             None => self.line.push(b'-'),
         }
         self.line.extend_from_slice(b" - - [");
-        push_log_time(&mut self.line, date);
+        self.time_at = self.line.len();
         self.line.extend_from_slice(b"] ");
         quoted(&mut self.line, request_line);
         self.line.push(b' ');
@@ -257,37 +251,20 @@ impl Drop for AccessRecorder {
         for response in &self.waiting {
             let line = &self.waiting_lines[start..response.line_end];
             let body_sent = response.body_sent(self.sent);
-            write_line(
-                &self.log,
-                line,
-                response.split - start,
-                response.status,
-                body_sent,
-            );
+            let at = (response.time_at - start, response.split - start);
+            write_line(&self.log, line, at, response.status, body_sent);
             start = response.line_end;
         }
     }
 }
 
-/// Sends one line, its numbers at `split`, to the log.
-fn write_line(log: &LogShared, line: &[u8], split: usize, status: u16, body_len: usize) {
+/// Sends one line to the log, its time to go at `at.0` and its numbers at
+/// `at.1`.
+fn write_line(log: &LogShared, line: &[u8], at: (usize, usize), status: u16, body_len: usize) {
     let mut digits = [0u8; 32];
     let numbers = status_and_length(&mut digits, status, body_len);
-    let (head, tail) = line.split_at(split);
-    record(log, &[head, numbers, tail]);
-}
-
-/// The combined format's time, `10/Oct/2000:13:55:36 +0000`, from the
-/// IMF-fixdate `Tue, 10 Oct 2000 13:55:36 GMT`: the same fields reordered.
-fn push_log_time(out: &mut Vec<u8>, date: &[u8; DATE_LEN]) {
-    out.extend_from_slice(&date[5..7]);
-    out.push(b'/');
-    out.extend_from_slice(&date[8..11]);
-    out.push(b'/');
-    out.extend_from_slice(&date[12..16]);
-    out.push(b':');
-    out.extend_from_slice(&date[17..25]);
-    out.extend_from_slice(b" +0000");
+    let (head, tail) = line.split_at(at.1);
+    record(log, at.0, &[head, numbers, tail]);
 }
 
 /// `"value"`, or `"-"` when absent or empty, with quotes, backslashes and
@@ -329,27 +306,28 @@ fn status_and_length(buf: &mut [u8; 32], status: u16, body_len: usize) -> &[u8] 
 mod tests {
     use super::*;
     use crate::config::AccessLogTarget;
-    use crate::http::date::format_imf_fixdate;
     use crate::observe::access_log::AccessLog;
 
     #[test]
     fn formats_the_combined_line() {
-        let log = AccessLog::open(&AccessLogTarget::File(
-            std::env::temp_dir().join(format!("uppercut-access-log-unit-{}", std::process::id())),
-        ))
+        let log = AccessLog::open(
+            &AccessLogTarget::File(
+                std::env::temp_dir()
+                    .join(format!("uppercut-access-log-unit-{}", std::process::id())),
+            ),
+            "unit",
+        )
         .unwrap();
         let mut recorder = AccessRecorder::new(&log, Some("10.0.0.1".parse().unwrap()));
-        let date = format_imf_fixdate(971_186_136);
-        recorder.request(
-            b"GET /a?b=\"c\" HTTP/1.1\r\nHost: h\r\nuser-agent: t/1\r\nReferer: \r\n\r\n",
-            &date,
-        );
-        // The status and length go between the two spaces after the request.
+        recorder
+            .request(b"GET /a?b=\"c\" HTTP/1.1\r\nHost: h\r\nuser-agent: t/1\r\nReferer: \r\n\r\n");
+        // The time goes between the brackets, the status and length between
+        // the two spaces after the request.
         assert_eq!(
             String::from_utf8_lossy(&recorder.line),
-            "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a?b=\\x22c\\x22 HTTP/1.1\"  \
-             \"-\" \"t/1\"\n"
+            "10.0.0.1 - - [] \"GET /a?b=\\x22c\\x22 HTTP/1.1\"  \"-\" \"t/1\""
         );
+        assert!(recorder.line[..recorder.time_at].ends_with(b" - - ["));
         assert!(recorder.line[..recorder.split].ends_with(b"HTTP/1.1\" "));
         let mut digits = [0u8; 32];
         assert_eq!(status_and_length(&mut digits, 404, 12345), b"404 12345");
@@ -363,19 +341,19 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("uppercut-access-log-sent-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let log = AccessLog::open(&AccessLogTarget::File(path.clone())).unwrap();
+        let log = AccessLog::open(&AccessLogTarget::File(path.clone()), "unit").unwrap();
         let mut recorder = AccessRecorder::new(&log, Some("10.0.0.1".parse().unwrap()));
-        let date = format_imf_fixdate(971_186_136);
         // Output bytes 0..100, the body from 20.
-        recorder.request(b"GET /a HTTP/1.1\r\n\r\n", &date);
-        recorder.response(200, 100, 80, &date);
+        recorder.request(b"GET /a HTTP/1.1\r\n\r\n");
+        recorder.response(200, 100, 80);
         // 100 Continue at 100..125, then 125..175, the body from 161.
-        recorder.request(b"POST /b HTTP/1.1\r\n\r\n", &date);
+        recorder.request(b"POST /b HTTP/1.1\r\n\r\n");
         recorder.interim(25);
-        recorder.response(404, 50, 14, &date);
+        recorder.response(404, 50, 14);
         // 175..215, the body from 205.
-        recorder.request(b"GET /c HTTP/1.1\r\n\r\n", &date);
-        recorder.response(200, 40, 10, &date);
+        recorder.request(b"GET /c HTTP/1.1\r\n\r\n");
+        recorder.answered_by(b"b");
+        recorder.response(200, 40, 10);
         recorder.sent(99);
         assert_eq!(recorder.waiting.len(), 3);
         recorder.sent(1);
@@ -384,14 +362,25 @@ mod tests {
         assert_eq!(recorder.waiting.len(), 2);
         drop(recorder);
         log.close();
-        let time = "[10/Oct/2000:13:55:36 +0000]";
+        let written = std::fs::read_to_string(&path).unwrap();
+        // The time, as the flusher writes it: checked for its shape.
+        let without_times: Vec<String> = written
+            .lines()
+            .map(|line| {
+                let open = line.find('[').unwrap();
+                let close = line.find(']').unwrap();
+                assert_eq!(close - open - 1, 26, "{line}");
+                assert!(line[open..close].ends_with(" +0000"), "{line}");
+                format!("{}{}", &line[..open + 1], &line[close..])
+            })
+            .collect();
         assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            format!(
-                "10.0.0.1 - - {time} \"GET /a HTTP/1.1\" 200 80 \"-\" \"-\"\n\
-                 10.0.0.1 - - {time} \"POST /b HTTP/1.1\" 404 5 \"-\" \"-\"\n\
-                 10.0.0.1 - - {time} \"GET /c HTTP/1.1\" 200 0 \"-\" \"-\"\n"
-            )
+            without_times,
+            [
+                "10.0.0.1 - - [] \"GET /a HTTP/1.1\" 200 80 \"-\" \"-\" server=unit",
+                "10.0.0.1 - - [] \"POST /b HTTP/1.1\" 404 5 \"-\" \"-\" server=unit",
+                "10.0.0.1 - - [] \"GET /c HTTP/1.1\" 200 0 \"-\" \"-\" node=b server=unit",
+            ]
         );
         let _ = std::fs::remove_file(&path);
     }

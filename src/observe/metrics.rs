@@ -5,15 +5,35 @@
 //! only when `/metrics` is scraped (`metrics_text`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-/// The statuses the server sends, each counted in its own slot; anything
-/// else (a status an upstream failure maps to that is not listed) goes to
-/// one more slot, reported as `code="other"`.
-pub(crate) const STATUS_CODES: [u16; 20] = [
-    100, 101, 200, 206, 301, 304, 400, 404, 405, 408, 413, 414, 416, 426, 431, 501, 502, 503, 504,
-    505,
-];
-const STATUS_SLOTS: usize = STATUS_CODES.len() + 1;
+use crate::observe::cluster_metrics::LATENCY_BOUNDS_US;
+
+/// The statuses counted each in a slot of its own: every status from 100
+/// to 599, so any a route sends has its own label (4 KB a poller). A line
+/// that says none of them goes to one more slot, `code="other"`.
+pub(crate) const STATUSES: std::ops::RangeInclusive<u16> = 100..=599;
+pub(crate) const STATUS_SLOTS: usize = 500 + 1;
+
+/// The request-duration histogram's counters for one route on one poller:
+/// a count per bucket (`LATENCY_BOUNDS_US`, then the rest), and the sum in
+/// microseconds: 128 bytes, a cache line pair of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct RouteLatency {
+    buckets: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+/// Every status's count, by slot.
+#[derive(Debug)]
+struct StatusCounts([AtomicU64; STATUS_SLOTS]);
+
+impl Default for StatusCounts {
+    fn default() -> Self {
+        StatusCounts(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
 
 /// Why a connection timed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,15 +137,20 @@ pub(crate) struct PollerMetrics {
     http2_goaways: [AtomicU64; GOAWAY_SLOTS],
     timeouts: [AtomicU64; 3],
     upstream: [AtomicU64; 5],
-    responses: [AtomicU64; STATUS_SLOTS],
+    responses: StatusCounts,
+    /// Request durations, by route slot (`routes::table::RouteSlot`), made
+    /// for every route of the table at start.
+    latency: Box<[RouteLatency]>,
 }
 
 impl PollerMetrics {
-    /// Counters for one poller; `exclusive` when only one thread at a time
-    /// writes them (plain loads and stores), else atomic adds.
-    pub(crate) fn new(exclusive: bool) -> PollerMetrics {
+    /// Counters for one poller serving `routes` route slots; `exclusive`
+    /// when only one thread at a time writes them (plain loads and
+    /// stores), else atomic adds.
+    pub(crate) fn new(exclusive: bool, routes: usize) -> PollerMetrics {
         PollerMetrics {
             exclusive,
+            latency: (0..routes).map(|_| RouteLatency::default()).collect(),
             ..PollerMetrics::default()
         }
     }
@@ -155,11 +180,42 @@ impl PollerMetrics {
     /// Counts a response with `status`.
     #[inline]
     pub(crate) fn status(&self, status: u16) {
-        let slot = STATUS_CODES
+        let slot = match STATUSES.contains(&status) {
+            true => usize::from(status - STATUSES.start()),
+            false => STATUS_SLOTS - 1,
+        };
+        self.add(&self.responses.0[slot], 1);
+    }
+
+    /// A request to the route at `slot` took `took`, from its whole head to
+    /// its response written.
+    #[inline]
+    pub(crate) fn latency(&self, slot: u32, took: Duration) {
+        let Some(route) = self.latency.get(slot as usize) else {
+            return;
+        };
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let bucket = LATENCY_BOUNDS_US
             .iter()
-            .position(|&code| code == status)
-            .unwrap_or(STATUS_CODES.len());
-        self.add(&self.responses[slot], 1);
+            .position(|&bound| us <= bound)
+            .unwrap_or(LATENCY_BOUNDS_US.len());
+        self.add(&route.buckets[bucket], 1);
+        self.add(&route.sum_us, us);
+    }
+
+    /// The duration histogram of each route slot: cumulative counts by
+    /// bucket (the last is every request), and the sum in microseconds.
+    pub(crate) fn latencies(
+        &self,
+    ) -> impl Iterator<Item = ([u64; LATENCY_BOUNDS_US.len() + 1], u64)> + '_ {
+        self.latency.iter().map(|route| {
+            let mut total = 0;
+            let buckets = std::array::from_fn(|bucket| {
+                total += route.buckets[bucket].load(Ordering::Relaxed);
+                total
+            });
+            (buckets, route.sum_us.load(Ordering::Relaxed))
+        })
     }
 
     /// Counts a WebSocket connection ended with `code` (the client's, or
@@ -209,9 +265,9 @@ impl PollerMetrics {
         self.upstream_busy.store(busy as u64, Ordering::Relaxed);
     }
 
-    /// Responses sent with each status: `STATUS_CODES` in order, then others.
+    /// Responses sent with each status: `STATUSES` in order, then others.
     pub(crate) fn responses(&self) -> [u64; STATUS_SLOTS] {
-        std::array::from_fn(|slot| self.responses[slot].load(Ordering::Relaxed))
+        std::array::from_fn(|slot| self.responses.0[slot].load(Ordering::Relaxed))
     }
 
     pub(crate) fn timeouts(&self, kind: TimeoutKind) -> u64 {
@@ -244,24 +300,46 @@ mod tests {
 
     #[test]
     fn a_response_lands_in_its_status_slot() {
-        let metrics = PollerMetrics::new(false);
+        let metrics = PollerMetrics::new(false, 0);
         metrics.response(b"HTTP/1.1 404 Not Found\r\n\r\n");
         metrics.response(b"HTTP/1.1 404 Not Found\r\n\r\n");
         metrics.response(b"HTTP/1.1 299 Odd\r\n\r\n");
+        metrics.response(b"HTTP/1.1 100 Continue\r\n\r\n");
+        metrics.response(b"HTTP/1.1 599 \r\n\r\n");
+        metrics.response(b"HTTP/1.1 600 Past\r\n\r\n");
         metrics.response(b"HTTP/1.1");
         let counts = metrics.responses();
-        assert_eq!(counts[7], 2, "404 is the eighth status");
-        assert_eq!(
-            counts[STATUS_CODES.len()],
-            2,
-            "299 and a cut line are other"
-        );
-        assert_eq!(counts.iter().sum::<u64>(), 4);
+        assert_eq!(counts[404 - 100], 2);
+        assert_eq!(counts[299 - 100], 1);
+        assert_eq!((counts[0], counts[499]), (1, 1), "100 and 599");
+        assert_eq!(counts[STATUS_SLOTS - 1], 2, "600 and a cut line are other");
+        assert_eq!(counts.iter().sum::<u64>(), 7);
+    }
+
+    #[test]
+    fn a_duration_lands_in_its_bucket_of_its_route() {
+        let metrics = PollerMetrics::new(true, 3);
+        metrics.latency(2, Duration::from_micros(100));
+        metrics.latency(2, Duration::from_micros(101));
+        metrics.latency(2, Duration::from_secs(9));
+        metrics.latency(0, Duration::ZERO);
+        // A slot past the table is not counted (nor a panic).
+        metrics.latency(3, Duration::from_secs(1));
+        let routes: Vec<_> = metrics.latencies().collect();
+        assert_eq!(routes.len(), 3);
+        let (buckets, sum) = routes[2];
+        assert_eq!((buckets[0], buckets[1]), (1, 2));
+        assert_eq!(buckets[LATENCY_BOUNDS_US.len() - 1], 2);
+        assert_eq!(buckets[LATENCY_BOUNDS_US.len()], 3);
+        assert_eq!(sum, 9_000_201);
+        assert_eq!(routes[0].0[0], 1);
+        assert_eq!(routes[1].0[LATENCY_BOUNDS_US.len()], 0);
+        assert_eq!(std::mem::size_of::<RouteLatency>(), 128);
     }
 
     #[test]
     fn local_counting_adds_like_system_counting() {
-        let local = PollerMetrics::new(true);
+        let local = PollerMetrics::new(true, 0);
         local.add(&local.bytes_sent, 5);
         local.add(&local.bytes_sent, 7);
         assert_eq!(local.bytes_sent.load(Ordering::Relaxed), 12);

@@ -38,7 +38,7 @@ impl MetricsServer {
         let listener = TcpListener::bind(addr).map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!("cannot listen on {addr} for --metrics: {e}"),
+                format!("cannot listen on {addr} for metrics: {e}"),
             )
         })?;
         let addr = listener.local_addr()?;
@@ -76,7 +76,7 @@ impl MetricsServer {
             }
             // The thread stays blocked in accept; it holds nothing that
             // must be released, so it is left to end with the process.
-            Err(e) => warn!("stopping the --metrics listener on {target}: {e}"),
+            Err(e) => warn!("stopping the metrics listener on {target}: {e}"),
         }
     }
 }

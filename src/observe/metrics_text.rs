@@ -10,7 +10,7 @@ use crate::observe::cluster_metrics::{
     Carried, ClusterMetrics, Dropped, Refusal, LATENCY_BOUNDS_US,
 };
 use crate::observe::metrics::{
-    PollerMetrics, TimeoutKind, UpstreamResult, GOAWAY_REASONS, STATUS_CODES, WEBSOCKET_CLOSE_CODES,
+    PollerMetrics, TimeoutKind, UpstreamResult, GOAWAY_REASONS, STATUSES, WEBSOCKET_CLOSE_CODES,
 };
 use crate::observe::process_stats::ProcessStats;
 
@@ -30,6 +30,8 @@ pub(crate) struct Series {
     pub(crate) upstream: bool,
     /// HTTP/2 connections, streams and how they ended (`--http2 on`).
     pub(crate) http2: bool,
+    /// What each route slot is called (`Routes::route_names`).
+    pub(crate) routes: Vec<String>,
     /// The cluster's (`--nats`).
     pub(crate) cluster: Option<Arc<ClusterMetrics>>,
 }
@@ -67,7 +69,7 @@ pub(crate) fn render(
     page.family(
         "uppercut_connections_refused_total",
         "counter",
-        "Connections closed at once because --max-connections were open.",
+        "Connections closed at once because the most connections allowed were open.",
     );
     per_poller(&mut page, &|p| load(&p.refused));
 
@@ -78,9 +80,10 @@ pub(crate) fn render(
     );
     for (index, poller) in pollers.iter().enumerate() {
         let counts = poller.responses();
-        for (slot, &count) in counts.iter().enumerate() {
-            // 200 always, so every poller has a series to take a rate of.
-            let code = STATUS_CODES.get(slot).copied();
+        let codes = STATUSES.map(Some).chain([None]);
+        for (code, count) in codes.zip(counts) {
+            // 200 always, so every poller has a series to take a rate of;
+            // any other status once sent.
             if count == 0 && code != Some(200) {
                 continue;
             }
@@ -89,6 +92,26 @@ pub(crate) fn render(
                 None => format!("poller=\"{index}\",code=\"other\""),
             };
             page.sample(&labels, count);
+        }
+    }
+
+    page.family(
+        "uppercut_request_duration_seconds",
+        "histogram",
+        "Time from a request's whole head to its response written, by route as declared \
+         (static: the static files; none: no route, such as a 404 or a malformed request).",
+    );
+    for (index, poller) in pollers.iter().enumerate() {
+        for (slot, (buckets, sum_us)) in poller.latencies().enumerate() {
+            let total = buckets[LATENCY_BOUNDS_US.len()];
+            // Only the routes that answered here: a series appears once
+            // its route is used, as a status does.
+            if total == 0 {
+                continue;
+            }
+            let route = series.routes.get(slot).map_or("?", String::as_str);
+            let labels = format!("poller=\"{index}\",route=\"{}\"", label_value(route));
+            page.histogram(&labels, &buckets, sum_us);
         }
     }
 
@@ -215,7 +238,7 @@ pub(crate) fn render(
         page.family(
             "uppercut_upstream_connections",
             "gauge",
-            "Connections to the --upstream service, idle or busy with a request.",
+            "Connections to the upstream service of /io, idle or busy with a request.",
         );
         for (index, poller) in pollers.iter().enumerate() {
             for (state, counter) in [
@@ -231,7 +254,7 @@ pub(crate) fn render(
         page.family(
             "uppercut_upstream_requests_total",
             "counter",
-            "Requests to the --upstream service, by how they ended.",
+            "Requests to the upstream service of /io, by how they ended.",
         );
         for (index, poller) in pollers.iter().enumerate() {
             for result in UpstreamResult::ALL {
@@ -324,15 +347,16 @@ fn render_cluster(page: &mut Page, cluster: &ClusterMetrics) {
         "Time from a request to another server's actor to its answer.",
     );
     let (buckets, sum_us) = cluster.latency();
-    let name = page.name;
-    for (bound, count) in LATENCY_BOUNDS_US.iter().zip(buckets) {
-        let le = *bound as f64 / 1e6;
-        let _ = writeln!(page.text, "{name}_bucket{{le=\"{le}\"}} {count}");
-    }
-    let total = buckets[LATENCY_BOUNDS_US.len()];
-    let _ = writeln!(page.text, "{name}_bucket{{le=\"+Inf\"}} {total}");
-    let _ = writeln!(page.text, "{name}_sum {}", sum_us as f64 / 1e6);
-    let _ = writeln!(page.text, "{name}_count {total}");
+    page.histogram("", &buckets, sum_us);
+}
+
+/// A label's value as the text format writes it: `\`, `"` and a newline
+/// escaped.
+fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 struct Page {
@@ -354,6 +378,37 @@ impl Page {
 
     fn sample(&mut self, labels: &str, value: u64) {
         let _ = writeln!(self.text, "{}{{{labels}}} {value}", self.name);
+    }
+
+    /// A histogram's samples, with `labels` (may be empty) beside `le`:
+    /// cumulative `buckets` over `LATENCY_BOUNDS_US`, the last holding
+    /// every observation, and their sum in microseconds.
+    fn histogram(
+        &mut self,
+        labels: &str,
+        buckets: &[u64; LATENCY_BOUNDS_US.len() + 1],
+        sum_us: u64,
+    ) {
+        let name = self.name;
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (bound, count) in LATENCY_BOUNDS_US.iter().zip(buckets) {
+            let le = *bound as f64 / 1e6;
+            let _ = writeln!(
+                self.text,
+                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {count}"
+            );
+        }
+        let total = buckets[LATENCY_BOUNDS_US.len()];
+        let _ = writeln!(
+            self.text,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {total}"
+        );
+        let braced = match labels.is_empty() {
+            true => String::new(),
+            false => format!("{{{labels}}}"),
+        };
+        let _ = writeln!(self.text, "{name}_sum{braced} {}", sum_us as f64 / 1e6);
+        let _ = writeln!(self.text, "{name}_count{braced} {total}");
     }
 
     fn process(&mut self, process: &ProcessStats) {
@@ -389,9 +444,10 @@ impl Page {
                 process.start_time_seconds,
             ),
         ];
+        // A value the system does not give has no family at all.
         for (name, kind, help, value) in series {
-            self.family(name, kind, help);
             if let Some(value) = value {
+                self.family(name, kind, help);
                 let _ = writeln!(self.text, "{name} {value}");
             }
         }

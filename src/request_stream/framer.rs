@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::BytesMut;
 
@@ -20,7 +21,7 @@ use crate::request_stream::upgrade::{self, Upgraded};
 use crate::routes::actor::RequestParts;
 use crate::routes::middleware::{run_before, After, ChainIndex, IdValue};
 use crate::routes::request::Request;
-use crate::routes::table::{Reply, RouteAnswer, Routes};
+use crate::routes::table::{Reply, RouteAnswer, RouteSlot, Routes, NO_ROUTE};
 
 /// No new request is started while this much output is waiting: a client that
 /// pipelines without reading cannot make the server buffer without bound.
@@ -30,6 +31,8 @@ pub const OUTPUT_HIGH_WATER: usize = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Answer {
     route: RouteAnswer,
+    /// Which route answers, for the metrics.
+    slot: RouteSlot,
     pub(super) persistence: Persistence,
     pub(super) head_only: bool,
     /// The middleware the request passes (0: none).
@@ -38,7 +41,8 @@ pub(super) struct Answer {
 
 impl Answer {
     fn for_head(routes: &Routes, head: &RequestHead, raw_head: &[u8]) -> Answer {
-        let route = match routes.answer_with_head(head, raw_head) {
+        let (route, slot) = routes.answer_with_head(head, raw_head);
+        let route = match route {
             // An upgrade request has no body (RFC 6455 §4.1): one with a
             // body is malformed, and where it ends is not worth learning.
             Ok(Reply::WebSocket(..)) if head.body != BodyFraming::Empty => {
@@ -54,6 +58,7 @@ impl Answer {
         };
         Answer {
             route,
+            slot,
             persistence,
             head_only: head.method == Method::Head,
             chain: routes.chain_for(head),
@@ -63,6 +68,7 @@ impl Answer {
     pub(super) fn fatal(status: ErrorStatus) -> Answer {
         Answer {
             route: Err(status),
+            slot: NO_ROUTE,
             persistence: Persistence::Close,
             head_only: false,
             chain: 0,
@@ -141,6 +147,9 @@ pub(super) struct Framer {
     pub(super) responses: u64,
     pub(super) log: Option<AccessRecorder>,
     pub(super) metrics: Option<Arc<PollerMetrics>>,
+    /// With metrics: when the head of the request being answered was
+    /// whole, and which route answers it.
+    timing: Option<(Instant, RouteSlot)>,
     /// The head, then the body so far, of a request whose body a handler
     /// or an actor will see.
     collected: BytesMut,
@@ -169,6 +178,7 @@ impl Default for Framer {
             responses: 0,
             log: None,
             metrics: None,
+            timing: None,
             collected: BytesMut::new(),
             call: None,
             closing: false,
@@ -205,8 +215,9 @@ impl Framer {
                     ParsedHead::Partial => break,
                     ParsedHead::Rejected { status, head_only } => {
                         if let Some(log) = &mut self.log {
-                            log.request(rest, date);
+                            log.request(rest);
                         }
+                        self.start_timing(NO_ROUTE);
                         let answer = Answer {
                             head_only,
                             ..Answer::fatal(status)
@@ -275,9 +286,10 @@ impl Framer {
         out: &mut BytesMut,
     ) {
         if let Some(log) = &mut self.log {
-            log.request(raw_head, date);
+            log.request(raw_head);
         }
         let answer = Answer::for_head(routes, head, raw_head);
+        self.start_timing(answer.slot);
         if head.expect_continue {
             if Reply::is_refusal(&answer.route) {
                 // Answer before inviting a body the answer does not need.
@@ -356,6 +368,10 @@ impl Framer {
         date: &[u8; DATE_LEN],
         out: &mut BytesMut,
     ) {
+        if let Some((_, slot)) = &mut self.timing {
+            // An error ends the request whatever route it was for.
+            *slot = answer.slot;
+        }
         let mut to = self.response_out(answer, routes, out, date);
         self.write(&mut to, |to| routes.write(answer.route, &[], to));
     }
@@ -456,7 +472,7 @@ impl Framer {
                 Ok(accept) => {
                     let start = to.out.len();
                     upgrade::write_switching(&mut to, &accept);
-                    self.written(&to.out[start..], to.date);
+                    self.written(&to.out[start..]);
                     self.responses += 1;
                     self.state = State::Upgraded;
                     self.upgraded = Some(Upgraded(routes.websocket_at(index)(&request)));
@@ -495,7 +511,7 @@ impl Framer {
     fn write(&mut self, to: &mut ResponseOut<'_>, write: impl FnOnce(&mut ResponseOut<'_>)) {
         let start = to.out.len();
         write(to);
-        self.written(&to.out[start..], to.date);
+        self.written(&to.out[start..]);
         self.finish(to.persistence);
     }
 
@@ -507,14 +523,29 @@ impl Framer {
         }
     }
 
-    /// Logs and counts the response just written.
-    pub(super) fn written(&mut self, response: &[u8], date: &[u8; DATE_LEN]) {
+    /// With metrics: the request whose head is whole now goes to the
+    /// route `slot`; its time runs until its response is written.
+    fn start_timing(&mut self, slot: RouteSlot) {
+        if self.metrics.is_some() {
+            self.timing = Some((Instant::now(), slot));
+        }
+    }
+
+    /// Logs and counts the response just written, and how long it took
+    /// from its request's head (none for a request that never had one: a
+    /// connection that timed out before sending a request).
+    pub(super) fn written(&mut self, response: &[u8]) {
         if let Some(log) = &mut self.log {
             let (status, body_len) = status_and_body_len(response);
-            log.response(status, response.len(), body_len, date);
+            log.response(status, response.len(), body_len);
         }
         if let Some(metrics) = &self.metrics {
             metrics.response(response);
+            let (took, slot) = match self.timing.take() {
+                Some((since, slot)) => (since.elapsed(), slot),
+                None => (std::time::Duration::ZERO, NO_ROUTE),
+            };
+            metrics.latency(slot, took);
         }
     }
 

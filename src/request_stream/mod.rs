@@ -204,7 +204,7 @@ impl RequestStream {
                 .response(Err(ErrorStatus::GatewayTimeout))
                 .write(&mut to),
         }
-        self.framer.written(&out[start..], date);
+        self.framer.written(&out[start..]);
         self.framer.finish(persistence);
         self.resume(routes, date, out);
     }

@@ -2,9 +2,12 @@
 //! and a body, which the connection frames as it frames every response.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use http::StatusCode;
 use serde::Serialize;
 
-use crate::http::response_fields::{check_header, check_status, put_header, ResponseError};
+use crate::http::response_fields::{
+    check_header, check_status, final_status, put_header, ResponseError,
+};
 use crate::routes::error_body::{default_body, ServerError, TEXT};
 use crate::routes::typed::Rejection;
 
@@ -34,18 +37,20 @@ pub struct ActorResponse {
 }
 
 impl ActorResponse {
-    /// A response with this status (200 to 599), no header fields and no
-    /// body.
-    pub fn new(status: u16) -> Result<ActorResponse, ResponseError> {
-        check_status(status)?;
-        Ok(ActorResponse {
-            status,
+    /// A response with this status, no header fields and no body:
+    /// `ActorResponse::new(StatusCode::CREATED)`. A status that is not a
+    /// final response's (an informational 1xx, or one past 599) is sent as
+    /// 500 Internal Server Error; [`ActorResponse::try_with_status`] refuses
+    /// it instead.
+    pub fn new(status: StatusCode) -> ActorResponse {
+        ActorResponse {
+            status: final_status(status),
             content_type: None,
             headers: Bytes::new(),
             body: Bytes::new(),
             node: None,
             error_text: false,
-        })
+        }
     }
 
     /// A 200 response with a `text/plain; charset=utf-8` body.
@@ -158,15 +163,34 @@ impl ActorResponse {
         self
     }
 
-    /// The same response with another status (200 to 599). A rejection's
-    /// text says the new status.
-    pub fn with_status(mut self, status: u16) -> Result<ActorResponse, ResponseError> {
-        check_status(status)?;
+    /// The same response with another status, as [`ActorResponse::new`]
+    /// takes it (a status that is not a final response's is sent as 500).
+    /// A rejection's text says the new status.
+    pub fn with_status(mut self, status: StatusCode) -> ActorResponse {
+        self.set_code(final_status(status));
+        self
+    }
+
+    /// The same response with the status `code`, a number from elsewhere
+    /// (another service's answer, a table): one that is not a final
+    /// response's (200 to 599) is refused.
+    pub fn try_with_status(mut self, code: u16) -> Result<ActorResponse, ResponseError> {
+        check_status(code)?;
+        self.set_code(code);
+        Ok(self)
+    }
+
+    /// Sets the status; a rejection's text follows it.
+    fn set_code(&mut self, status: u16) {
         self.status = status;
         if let Some(cause) = self.cause() {
             self.body = default_body(&ServerError::new(status, Some(cause)));
         }
-        Ok(self)
+    }
+
+    /// The status it carries.
+    pub fn status(&self) -> u16 {
+        self.status
     }
 
     /// The same response with one more header field; one the server writes

@@ -10,8 +10,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
 
 use crate::http::head::ResponseOut;
+use http::StatusCode;
+
 use crate::http::response_fields::{
-    check_header, check_status, put_header, write_response, ResponseError,
+    check_header, check_status, final_status, put_header, write_response, ResponseError,
 };
 use crate::routes::actor_response::ActorResponse;
 use crate::routes::error_body::{error_body, ErrorHook, ServerError};
@@ -53,9 +55,18 @@ impl<'a> Response<'a> {
         }
     }
 
-    /// Sets the status, a final response's (200 to 599); 204 and 304 are
-    /// sent without a body.
-    pub fn set_status(&mut self, code: u16) -> Result<(), ResponseError> {
+    /// Sets the status: `response.set_status(StatusCode::NOT_FOUND)`; 204
+    /// and 304 are sent without a body. A status that is not a final
+    /// response's (an informational 1xx, or one past 599) is sent as 500
+    /// Internal Server Error; [`Response::try_set_status`] refuses it
+    /// instead.
+    pub fn set_status(&mut self, status: StatusCode) {
+        self.status = final_status(status);
+    }
+
+    /// Sets the status `code`, a number from elsewhere: one that is not a
+    /// final response's (200 to 599) is refused, and the status stays.
+    pub fn try_set_status(&mut self, code: u16) -> Result<(), ResponseError> {
         check_status(code)?;
         self.status = code;
         Ok(())

@@ -17,6 +17,9 @@ pub(crate) enum Target {
 /// One path's routes, by method (in `Method::ROUTABLE` order).
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
+    /// The path as declared (`/users/{id}`, `/static/*`): the route's name
+    /// in the metrics.
+    pub(crate) path: Box<str>,
     pub(crate) targets: [Option<Target>; Method::ROUTABLE.len()],
     /// The 405 whose `Allow` lists the methods above.
     pub(crate) not_allowed: CannedResponse,

@@ -47,6 +47,17 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Which response answers a request: a route's, or an error status.
 pub(crate) type RouteAnswer = Result<Reply, ErrorStatus>;
 
+/// Which route a request went to, as the metrics count it: a path's
+/// entry (`ROUTE_SLOTS_BEFORE` on), the static files, or none (an error
+/// before any route: a malformed request, a path without routes).
+pub(crate) type RouteSlot = u32;
+/// No route: errors, 404.
+pub(crate) const NO_ROUTE: RouteSlot = 0;
+/// The static files, all as one.
+pub(crate) const STATIC_ROUTE: RouteSlot = 1;
+/// The slots before the entries'.
+const ROUTE_SLOTS_BEFORE: usize = 2;
+
 /// A route's answer to a request, by index into the table's lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reply {
@@ -675,7 +686,7 @@ impl Routes {
             false => self.by_path.get(key).copied(),
         };
         let index = found.unwrap_or_else(|| {
-            let index = self.new_entry();
+            let index = self.new_entry(path);
             match prefix {
                 true => {
                     self.prefixes.push((key.into(), index));
@@ -691,9 +702,10 @@ impl Routes {
         self.set_methods(index, methods, target);
     }
 
-    /// A new entry with no routes.
-    fn new_entry(&mut self) -> usize {
+    /// A new entry with no routes, for `path` as declared.
+    fn new_entry(&mut self, path: &str) -> usize {
         self.entries.push(Entry {
+            path: path.into(),
             targets: [None; Method::ROUTABLE.len()],
             not_allowed: ErrorStatus::MethodNotAllowed.canned(),
         });
@@ -714,7 +726,7 @@ impl Routes {
                 pattern.source()
             )));
         }
-        let index = self.new_entry();
+        let index = self.new_entry(pattern.source());
         self.patterns.push((pattern, index));
         Ok(index)
     }
@@ -732,8 +744,9 @@ impl Routes {
             self.canned_error(ErrorStatus::MethodNotAllowed, Some(&allow));
     }
 
-    /// Which response answers `head`.
-    pub(crate) fn answer(&self, head: &RequestHead) -> RouteAnswer {
+    /// Which response answers `head` (static files aside), and which
+    /// route's it is.
+    fn answer_routed(&self, head: &RequestHead) -> (RouteAnswer, RouteSlot) {
         #[cfg(feature = "fault-injection")]
         if self.panic_path.as_deref() == Some(head.path) {
             panic!("fault injection: a request for a panicking route");
@@ -741,11 +754,20 @@ impl Routes {
         // Only OPTIONS may send `*` and only CONNECT an authority (the
         // parser refuses them with other methods); no route takes either.
         if matches!(head.form, TargetForm::Asterisk | TargetForm::Authority) {
-            return Err(ErrorStatus::MethodNotAllowed);
+            return (Err(ErrorStatus::MethodNotAllowed), NO_ROUTE);
         }
-        let Some((index, pattern)) = self.entry_index(head.path)? else {
-            return Err(ErrorStatus::NotFound);
+        let (index, pattern) = match self.entry_index(head.path) {
+            Ok(Some(found)) => found,
+            Ok(None) => return (Err(ErrorStatus::NotFound), NO_ROUTE),
+            Err(status) => return (Err(status), NO_ROUTE),
         };
+        let slot = (ROUTE_SLOTS_BEFORE + index) as RouteSlot;
+        (self.answer_at(head, index, pattern), slot)
+    }
+
+    /// Which response entry `index` gives `head` (`pattern`: the pattern
+    /// that matched, if one did).
+    fn answer_at(&self, head: &RequestHead, index: usize, pattern: Option<usize>) -> RouteAnswer {
         let entry = &self.entries[index];
         let target = match head.method {
             Method::Head => entry.target(Method::Head).or(entry.target(Method::Get)),
@@ -777,16 +799,33 @@ impl Routes {
 
     /// Which response answers `head`, whose raw bytes are `raw_head`: a
     /// static file's (which reads more of the head: `Range`, `If-Range`,
-    /// `If-Modified-Since`, the query), or else as [`Routes::answer`].
-    pub(crate) fn answer_with_head(&self, head: &RequestHead, raw_head: &[u8]) -> RouteAnswer {
-        let answer = self.answer(head);
+    /// `If-Modified-Since`, the query), or else a route's; and which
+    /// route's it is.
+    pub(crate) fn answer_with_head(
+        &self,
+        head: &RequestHead,
+        raw_head: &[u8],
+    ) -> (RouteAnswer, RouteSlot) {
+        let (answer, slot) = self.answer_routed(head);
         let dynamic = matches!(answer, Ok(Reply::Actor(..) | Reply::WebSocket(..)));
         if let (Some(site), false) = (&self.static_site, dynamic) {
             if let Some(static_answer) = site.answer(head, raw_head) {
-                return static_answer.map(Reply::Static);
+                let slot = match static_answer {
+                    Ok(_) => STATIC_ROUTE,
+                    Err(_) => NO_ROUTE,
+                };
+                return (static_answer.map(Reply::Static), slot);
             }
         }
-        answer
+        (answer, slot)
+    }
+
+    /// What the metrics call each route slot: `none`, `static`, then each
+    /// path as declared (`/users/{id}`, `/static/*`).
+    pub(crate) fn route_names(&self) -> Vec<String> {
+        let mut names = vec!["none".to_string(), "static".to_string()];
+        names.extend(self.entries.iter().map(|entry| entry.path.to_string()));
+        names
     }
 
     /// The entry for `path`, looked up percent-decoded and without dot

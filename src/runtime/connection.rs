@@ -280,9 +280,13 @@ impl Connection {
                 self.stream
                     .time_out(self.shared.routes(), &date, &mut scratch.output);
                 // One try, behind what waits: a client this slow gets no
-                // more of our time.
+                // more of our time. Over TLS, `close_notify` after it, so
+                // the client knows the 408 is whole when the socket closes.
                 let sent = self.transport.send(&scratch.output);
                 scratch.output.clear();
+                if sent.is_ok() && !self.transport.is_backed_up() {
+                    let _ = self.transport.close_notify();
+                }
                 self.note_wire();
                 sent?;
                 Ok(Flow::Close)
@@ -399,10 +403,15 @@ impl Connection {
             return self.http2_note_deadline();
         }
         let websocket = self.websocket.as_deref().map(|session| session.events());
+        // Until its first request is answered, a connection waits for that
+        // request, under the header timeout from its start: the TLS
+        // handshake is part of it, and a client that completes the
+        // handshake and sends nothing gets its 408 as a plain one does.
+        let first_request = websocket.is_none() && self.stream.responses() == 0;
         let activity = Activity {
-            // The TLS handshake is part of the first request: it must
-            // finish within the header timeout too.
-            mid_request: self.stream.is_mid_request() || self.transport.is_handshaking(),
+            mid_request: self.stream.is_mid_request()
+                || self.transport.is_handshaking()
+                || first_request,
             responses: websocket.unwrap_or_else(|| self.stream.responses()),
             backed_up: self.transport.is_backed_up(),
             wrote: self.wrote,
@@ -435,10 +444,27 @@ impl Connection {
             return;
         }
         self.ended = true;
+        if self.shared.phase() == Phase::Stopping && self.is_busy() {
+            self.shared.note_cut_short();
+        }
         self.end_call();
         self.end_websocket(None);
         self.end_http2();
         self.count(|m| &m.closed, 1);
+    }
+
+    /// A request is in progress or unanswered, or a response is not all
+    /// sent: closing now cuts it short. A WebSocket is no request.
+    fn is_busy(&self) -> bool {
+        if self.websocket.is_some() || self.lingering {
+            return false;
+        }
+        match self.http2_open_streams() {
+            Some(streams) => streams > 0 || self.transport.is_backed_up(),
+            None => {
+                self.stream.is_mid_request() || self.call.is_some() || self.transport.is_backed_up()
+            }
+        }
     }
 
     /// Adds `n` to one of the poller's counters, with `--metrics`.

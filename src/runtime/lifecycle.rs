@@ -14,11 +14,13 @@ pub(crate) enum Phase {
     Stopping,
 }
 
-/// What all pollers share: the phase and the count of open connections.
+/// What all pollers share: the phase, the count of open connections, and
+/// how many the end of a shutdown cut short.
 pub(crate) struct ServerState {
     phase: AtomicU8,
     open_connections: AtomicUsize,
     max_connections: usize,
+    cut_short: AtomicUsize,
 }
 
 impl ServerState {
@@ -27,6 +29,7 @@ impl ServerState {
             phase: AtomicU8::new(Phase::Running as u8),
             open_connections: AtomicUsize::new(0),
             max_connections,
+            cut_short: AtomicUsize::new(0),
         }
     }
 
@@ -55,5 +58,16 @@ impl ServerState {
     pub(crate) fn release(&self, connections: usize) {
         self.open_connections
             .fetch_sub(connections, Ordering::Relaxed);
+    }
+
+    /// A connection was closed by `Stopping` with a request unanswered or
+    /// a response not all sent.
+    pub(crate) fn note_cut_short(&self) {
+        self.cut_short.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections `Stopping` closed with work unfinished.
+    pub(crate) fn cut_short(&self) -> usize {
+        self.cut_short.load(Ordering::Relaxed)
     }
 }

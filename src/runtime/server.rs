@@ -19,7 +19,7 @@ use crate::actors::remote::Remote;
 use crate::cluster::link::Link;
 use crate::cluster::port::LinkPort;
 use crate::cluster::Cluster;
-use crate::config::{ClusterConfig, Config, Listener};
+use crate::config::{host_node_name, ClusterConfig, Config, Listener};
 use crate::http::method::Method;
 use crate::http::response_fields::AddedFields;
 use crate::mail::{self, SendError, TOPIC_PREFIX};
@@ -127,16 +127,27 @@ impl Server {
             .map(|files| TlsAcceptor::new(files, config.http2).map(Arc::new))
             .transpose()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        if let Some(name) = &config.log_name {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("log name {name:?}: use printable ASCII without spaces"),
+                ));
+            }
+        }
         let access_log = config
             .access_log
             .as_ref()
-            .map(AccessLog::open)
+            .map(|target| AccessLog::open(target, &log_name(config)))
             .transpose()?;
         let state = Arc::new(ServerState::new(config.max_connections));
         let hosting = hosting(config.dispatch);
         let counters: Vec<Arc<PollerMetrics>> = match config.metrics {
             Some(_) => (0..pollers)
-                .map(|_| Arc::new(PollerMetrics::new(hosting.counters_exclusive())))
+                .map(|_| {
+                    let routes = routes.route_names().len();
+                    Arc::new(PollerMetrics::new(hosting.counters_exclusive(), routes))
+                })
                 .collect(),
             None => Vec::new(),
         };
@@ -179,6 +190,7 @@ impl Server {
                     websocket: routes.has_websockets(),
                     upstream: config.upstream.is_some(),
                     http2: config.http2,
+                    routes: routes.route_names(),
                     cluster: cluster
                         .as_ref()
                         .map(|cluster| Arc::clone(cluster.metrics())),
@@ -286,7 +298,10 @@ impl Server {
     /// [`Server::shutdown`] does within `Config::shutdown_timeout`; SIGHUP
     /// meanwhile reloads the static directory (a failed reload keeps the
     /// files already served), and SIGUSR1 reopens the access log file (after
-    /// logrotate has moved it). True when everything finished in time.
+    /// logrotate has moved it). True when every request was answered;
+    /// false when the shutdown timeout closed a connection with a request
+    /// unanswered or a response not all sent (a program may then exit
+    /// non-zero, as the binary does).
     pub fn run_until_signal(self) -> bool {
         let blocked = Blocked::here();
         let signal = loop {
@@ -304,11 +319,7 @@ impl Server {
             self.shutdown_timeout
         );
         let grace = self.shutdown_timeout;
-        let finished = self.shutdown(grace);
-        if !finished {
-            warn!("shutdown timeout: closed the connections still busy");
-        }
-        finished
+        self.shutdown(grace)
     }
 
     /// SIGHUP: reads the TLS certificate and key, and the static directory,
@@ -341,7 +352,7 @@ impl Server {
                 site.dir().display()
             ),
             Err(e) => warn!(
-                "SIGHUP: reload failed, still serving the files loaded before: --static-dir {}: {e}",
+                "SIGHUP: reload failed, still serving the files loaded before: static directory {}: {e}",
                 site.dir().display()
             ),
         }
@@ -410,7 +421,9 @@ impl Server {
 
     /// Stops accepting at once, lets every connection finish the request it
     /// is in (its response then closes it) and closes idle ones; after
-    /// `grace`, closes whatever is left. True when everything finished in time.
+    /// `grace`, closes whatever is left. True when every request was
+    /// answered: false (and a warning) when a connection closed after
+    /// `grace` had a request unanswered or a response not all sent.
     pub fn shutdown(mut self, grace: Duration) -> bool {
         self.enter(Phase::Draining);
         let timed_out = matches!(
@@ -418,7 +431,12 @@ impl Server {
             Err(mpsc::RecvTimeoutError::Timeout)
         );
         self.stop_and_join();
-        !timed_out
+        // Connections closed idle, or WebSockets, cut nothing short.
+        let cut_short = timed_out && self.state.cut_short() > 0;
+        if cut_short {
+            warn!("shutdown timeout: closed the connections still busy");
+        }
+        !cut_short
     }
 
     /// Closes every connection now and waits for the system to end.
@@ -492,7 +510,6 @@ fn join_cluster(
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
-/// Loads the static directory `dir` as `config` asks.
 /// `routes` inside the middleware the configuration asks for, ahead of
 /// the routes' own: the request id first, so every other sees it.
 fn server_middleware(routes: Routes, config: &Config) -> Routes {
@@ -545,16 +562,22 @@ pub(crate) fn configured(config: &Config, routes: Routes) -> io::Result<Routes> 
         .with_websocket_max_message(config.ws_max_message))
 }
 
+/// What the access log calls this server: `Config::log_name`, else the
+/// node name in a cluster, else the host name and the process's id.
+fn log_name(config: &Config) -> String {
+    if let Some(name) = &config.log_name {
+        return name.clone();
+    }
+    match &config.cluster {
+        Some(cluster) => cluster.node.clone(),
+        None => format!("{}:{}", host_node_name(), std::process::id()),
+    }
+}
+
+/// Loads the static directory `dir` as `config` asks. The dotfiles left
+/// out are in its summary, for the program to say how to serve them.
 fn load_site(dir: &std::path::Path, config: &Config) -> io::Result<Arc<StaticSite>> {
     let site = StaticSite::load(dir, config.static_limits, config.static_dotfiles)
-        .map_err(|e| io::Error::other(format!("--static-dir {}: {e}", dir.display())))?;
-    let skipped = site.summary().skipped_dotfiles;
-    if skipped > 0 {
-        warn!(
-            "--static-dir {}: not serving {skipped} dotfiles or dot-directories \
-             (names starting with '.'); --static-dotfiles serves them",
-            dir.display()
-        );
-    }
+        .map_err(|e| io::Error::other(format!("static directory {}: {e}", dir.display())))?;
     Ok(Arc::new(site))
 }

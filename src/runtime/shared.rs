@@ -166,6 +166,12 @@ impl Shared {
         self.server.phase()
     }
 
+    /// A connection closed by the end of a shutdown had a request
+    /// unanswered or a response not all sent.
+    pub(crate) fn note_cut_short(&self) {
+        self.server.note_cut_short();
+    }
+
     /// The poller's clock, as of its last wake-up, in ms.
     pub(crate) fn now_ms(&self) -> u64 {
         self.clock.now_ms()

@@ -1,5 +1,6 @@
-//! HTTPS: the rustls server configuration built from `--tls-cert` and
-//! `--tls-key`, and the one new connections use, which SIGHUP replaces.
+//! HTTPS: the rustls server configuration built from the certificate and
+//! key files (`Config::tls`; `--tls-cert` and `--tls-key`), and the one new
+//! connections use, which SIGHUP replaces.
 //!
 //! rustls is the field's TLS for Rust servers, and its `ServerConnection` is
 //! sans-I/O, so a connection actor drives it from its poller with no thread
@@ -30,7 +31,8 @@ use crate::config::TlsFiles;
 /// Sessions kept for resumption by session ID.
 const SESSION_CACHE: usize = 4096;
 
-/// Why the certificate or the key cannot serve.
+/// Why the certificate or the key cannot serve. It names the files, not
+/// the flags that gave them: a program other than the binary has none.
 #[derive(Debug)]
 pub(crate) enum TlsError {
     /// The certificate file: unreadable, not PEM, or holding no certificate.
@@ -44,9 +46,11 @@ pub(crate) enum TlsError {
 impl fmt::Display for TlsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TlsError::Cert { path, reason } => write!(f, "--tls-cert {}: {reason}", path.display()),
-            TlsError::Key { path, reason } => write!(f, "--tls-key {}: {reason}", path.display()),
-            TlsError::Pair { key, reason } => write!(f, "--tls-key {}: {reason}", key.display()),
+            TlsError::Cert { path, reason } => {
+                write!(f, "TLS certificate {}: {reason}", path.display())
+            }
+            TlsError::Key { path, reason } => write!(f, "TLS key {}: {reason}", path.display()),
+            TlsError::Pair { key, reason } => write!(f, "TLS key {}: {reason}", key.display()),
         }
     }
 }

@@ -70,7 +70,7 @@ impl AnyActor for Blob {
 fn blob_handler(blocking: bool) -> impl Fn(&Request<'_>, &mut Response<'_>) + Send + Sync {
     move |request, response| {
         let Some((stream, seq, len)) = asked(request) else {
-            let _ = response.set_status(400);
+            response.set_status(uppercut_mio_server::StatusCode::BAD_REQUEST);
             return;
         };
         if blocking {

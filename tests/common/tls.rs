@@ -138,3 +138,33 @@ pub fn connect(addr: SocketAddr, config: &Arc<ClientConfig>) -> Client<TlsStream
     }
     Client::over(stream)
 }
+
+/// A ClientHello record, made by hand (record version 3.1): client version
+/// `version`, server name `name`, the extensions `more` (each its type and
+/// data), two TLS 1.0 suites and nothing else, so rustls reads it but
+/// cannot complete a handshake with it.
+pub fn client_hello(version: u16, name: &str, more: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut sni = (name.len() as u16 + 3).to_be_bytes().to_vec();
+    sni.push(0); // host_name
+    sni.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    sni.extend_from_slice(name.as_bytes());
+    let mut extensions = vec![(0x0000, &sni[..])];
+    extensions.extend_from_slice(more);
+    let mut fields = Vec::new();
+    for (kind, data) in extensions {
+        fields.extend_from_slice(&kind.to_be_bytes());
+        fields.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        fields.extend_from_slice(data);
+    }
+    let mut hello = version.to_be_bytes().to_vec();
+    hello.extend_from_slice(&[0x5a; 32]); // random
+    hello.extend_from_slice(b"\x00\x00\x04\x00\x2f\x00\x35\x01\x00"); // no id, suites, null
+    hello.extend_from_slice(&(fields.len() as u16).to_be_bytes());
+    hello.extend_from_slice(&fields);
+    let mut record = b"\x16\x03\x01".to_vec();
+    record.extend_from_slice(&(hello.len() as u16 + 4).to_be_bytes());
+    record.push(0x01);
+    record.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
+    record.extend_from_slice(&hello);
+    record
+}

@@ -79,7 +79,7 @@ const UNKNOWN_PATHS: [&str; 7] = [
     "/v1",
 ];
 /// Known methods the standard routes do not take: 405, and the connection
-/// stays (an unknown method gets 501 and closes: `tests/rfc.rs`).
+/// stays (as it does for an unknown method: `tests/rfc.rs`).
 const OTHER_METHODS: [&str; 6] = ["POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE"];
 
 /// A header name in one of the spellings clients use.

@@ -379,6 +379,11 @@ impl Connection {
         }
     }
 
+    /// Speaking HTTP/2: the streams open.
+    pub(super) fn http2_open_streams(&self) -> Option<usize> {
+        self.http2.as_deref().map(|h2| h2.session.open_streams())
+    }
+
     /// An HTTP/2 connection is over: its calls end (answers that still
     /// come are dropped with the mailbox).
     pub(super) fn end_http2(&mut self) {
