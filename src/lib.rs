@@ -116,4 +116,4 @@ pub use routes::static_site::{LoadSummary, StaticSite};
 pub use routes::Routes;
 pub use runtime::listeners::raise_open_files_limit;
 pub use runtime::server::Server;
-pub use websocket::{Closed, Message, Outgoing, WebSocket, WsContext, WsHandle};
+pub use websocket::{Closed, Message, Outgoing, WebSocket, WsContext, WsDeflate, WsHandle};

@@ -147,7 +147,8 @@ impl Server {
             routes
                 .with_max_body(config.max_body)
                 .with_added_fields(added)
-                .with_websocket_max_message(config.ws_max_message),
+                .with_websocket_max_message(config.ws_max_message)
+                .with_websocket_deflate(config.ws_deflate),
         );
         let access_log = config
             .access_log
