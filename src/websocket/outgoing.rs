@@ -93,4 +93,12 @@ impl Outgoing {
     pub fn payload(&self) -> &[u8] {
         &self.payload
     }
+
+    /// The length of the compressed payload that connections with
+    /// permessage-deflate (without context takeover) share, once the first
+    /// of them has made it; `None` before, or if compressing did not make
+    /// the message smaller.
+    pub fn deflated_len(&self) -> Option<usize> {
+        self.deflated.compressed_len()
+    }
 }

@@ -481,6 +481,13 @@ impl Drop for Inflate {
 #[derive(Debug, Default)]
 pub(crate) struct DeflateCache(OnceLock<(u16, Option<Bytes>)>);
 
+impl DeflateCache {
+    /// The compressed form's length, once made (if it was worth sending).
+    pub(crate) fn compressed_len(&self) -> Option<usize> {
+        self.0.get()?.1.as_ref().map(Bytes::len)
+    }
+}
+
 /// The sending side of one connection's agreement.
 #[derive(Debug)]
 pub(crate) struct Deflate {
