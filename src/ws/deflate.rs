@@ -296,17 +296,23 @@ thread_local! {
     static DEFLATERS: RefCell<Vec<(u16, Compress)>> = const { RefCell::new(Vec::new()) };
 }
 
+// The spares are reached with `try_with`: a connection may be dropped
+// while its thread is ending, after they are gone; it then makes or drops
+// its own.
+
 /// A decompressor ready for a new message: the thread's spare, or a new one.
 fn lend_inflater() -> Decompress {
     INFLATERS
-        .with(|spares| spares.borrow_mut().pop())
+        .try_with(|spares| spares.borrow_mut().pop())
+        .ok()
+        .flatten()
         .unwrap_or_else(|| Decompress::new(false))
 }
 
 /// Takes back a decompressor lent for one message.
 fn return_inflater(mut inflater: Decompress) {
     inflater.reset(false);
-    INFLATERS.with(|spares| {
+    let _ = INFLATERS.try_with(|spares| {
         let mut spares = spares.borrow_mut();
         if spares.len() < SPARE_INFLATERS {
             spares.push(inflater);
@@ -326,15 +332,18 @@ fn new_compressor(agreed: &Agreed) -> Compress {
 /// level, reset afterwards for the next message.
 fn with_shared_compressor<T>(agreed: &Agreed, f: impl FnOnce(&mut Compress) -> T) -> T {
     let key = agreed.compressor_key();
-    let spare = DEFLATERS.with(|spares| {
-        let mut spares = spares.borrow_mut();
-        let at = spares.iter().position(|(k, _)| *k == key)?;
-        Some(spares.swap_remove(at).1)
-    });
+    let spare = DEFLATERS
+        .try_with(|spares| {
+            let mut spares = spares.borrow_mut();
+            let at = spares.iter().position(|(k, _)| *k == key)?;
+            Some(spares.swap_remove(at).1)
+        })
+        .ok()
+        .flatten();
     let mut compressor = spare.unwrap_or_else(|| new_compressor(agreed));
     let result = f(&mut compressor);
     compressor.reset();
-    DEFLATERS.with(|spares| {
+    let _ = DEFLATERS.try_with(|spares| {
         let mut spares = spares.borrow_mut();
         if spares.len() < SPARE_DEFLATERS {
             spares.push((key, compressor));
