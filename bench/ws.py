@@ -18,7 +18,8 @@ from when each message was due):
   JSON, against Node's `ws` with `perMessageDeflate`, with our server
   started with `--ws-deflate`;
 - idle-deflate: server memory for 1,000 idle compressed connections, each
-  having echoed one compressed message, against 1,000 idle plain ones.
+  having echoed one compressed message, against 1,000 idle plain ones that
+  echoed the same message plain.
 
 Beside each echo's rate: the server's CPU time per echoed message (user +
 system from /proc over the whole load, warm-up included, divided by every
@@ -201,32 +202,47 @@ def run_load(load_bin, server, load, duration, pid):
     return result
 
 
+# What an idle connection says once before it idles (long enough for any
+# server's compression threshold: Node's ws has 1 KiB).
+HELLO = b'{"hello":"world","n":1},' * 60
+
+
+def masked_frame(first, payload):
+    """A masked client frame: `first` (FIN, RSV1, opcode) and `payload`."""
+    mask = b"\x12\x34\x56\x78"
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    if len(payload) < 126:
+        head = bytes([first, 0x80 | len(payload)])
+    else:
+        head = bytes([first, 0x80 | 126]) + len(payload).to_bytes(2, "big")
+    return head + mask + masked
+
+
 def compressed_message(text):
     """A masked client text frame carrying `text` compressed as one
     permessage-deflate message (RSV1 set, the sync flush's trailer off)."""
     compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
     payload = compressor.compress(text) + compressor.flush(zlib.Z_SYNC_FLUSH)
     assert payload.endswith(b"\x00\x00\xff\xff")
-    payload = payload[:-4]
-    assert len(payload) < 126
-    mask = b"\x12\x34\x56\x78"
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bytes([0xc1, 0x80 | len(payload)]) + mask + masked
+    return masked_frame(0xc1, payload[:-4])
 
 
 def idle_memory(server, proc, kind, count=1000):
     """Server RSS growth per connection for `count` idle connections of
-    `kind`: WebSockets, compressed WebSockets (each having echoed one
-    compressed message first, so any zlib state it keeps is made), or HTTP
-    keep-alive (ours only: the peers serve no HTTP). Each kind in a fresh
-    process, so neither reuses the other's memory."""
+    `kind`: WebSockets; compressed WebSockets, each having echoed one
+    compressed message first (so any zlib state it keeps is made); plain
+    ones having echoed the same message plain (what the compressed kind is
+    held against); or HTTP keep-alive (ours only: the peers serve no HTTP).
+    Each kind in a fresh process, so neither reuses the other's memory."""
     hello = None
     if kind == "ws":
         request, expect = UPGRADE.format(path=server.path, extra="").encode(), b"HTTP/1.1 101"
+    elif kind == "ws-hello":
+        request, expect = UPGRADE.format(path=server.path, extra="").encode(), b"HTTP/1.1 101"
+        hello = masked_frame(0x81, HELLO)
     elif kind == "ws-deflate":
         request, expect = UPGRADE.format(path=server.path, extra=OFFER).encode(), b"HTTP/1.1 101"
-        # Long enough for any server's threshold (Node's ws: 1 KiB).
-        hello = compressed_message(b'{"hello":"world","n":1},' * 60)
+        hello = compressed_message(HELLO)
     else:
         request, expect = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"HTTP/1.1 200"
     sockets = []
@@ -246,13 +262,14 @@ def idle_memory(server, proc, kind, count=1000):
             if not got.startswith(expect):
                 raise BenchError(f"{server.name}: unexpected answer {got[:40]!r}")
             if hello is not None:
-                if b"permessage-deflate" not in got.lower():
+                compressed = kind == "ws-deflate"
+                if compressed and b"permessage-deflate" not in got.lower():
                     raise BenchError(f"{server.name}: permessage-deflate was not agreed")
                 s.sendall(hello)
                 rest = got[got.index(b"\r\n\r\n") + 4:]
                 while len(rest) < 2:
                     rest += s.recv(65536)
-                if rest[0] & 0x40 == 0:
+                if compressed and rest[0] & 0x40 == 0:
                     raise BenchError(f"{server.name}: the echo came back uncompressed")
         time.sleep(1.0)
         return (rss_bytes(proc.pid) - before) / count
@@ -271,11 +288,12 @@ def measure(server, load, args, load_bin, log_dir, round_no):
     finally:
         stop_server(proc)
     if load.deflate:
-        # Against the same server's plain WebSockets.
+        # Against the same server's plain WebSockets, having echoed the
+        # same message plain.
         proc = start_server(server, log_dir, round_no)
         try:
             wait_until_accepting(server, proc)
-            plain = idle_memory(server, proc, "ws")
+            plain = idle_memory(server, proc, "ws-hello")
         finally:
             stop_server(proc)
         return {"ws_bytes_per_conn": ws, "http_bytes_per_conn": plain}

@@ -424,7 +424,9 @@ impl Inflate {
                 return Err(InflateError::TooBig);
             }
             if message.len() == message.capacity() {
-                let grow = message.capacity().max(1024).min(most - message.len());
+                // Half again, so the buffer a connection keeps between
+                // messages is not much larger than its messages.
+                let grow = (message.capacity() / 2).max(512).min(most - message.len());
                 message.reserve_exact(grow);
             }
             let (in_before, out_before) = (inflater.total_in(), inflater.total_out());
