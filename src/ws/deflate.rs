@@ -38,8 +38,8 @@ use crate::ws::frame::{frame_head, head_len, write_frame, write_head, Opcode};
 /// an idle connection; see `docs/websocket.md` for the trade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WsDeflate {
-    /// zlib's level, 0 (stored) to 9 (smallest); 1 unless set, as
-    /// uWebSockets does: a message is compressed while its client waits.
+    /// zlib's level, 0 (stored) to 9 (smallest); 1 (the fastest) unless
+    /// set: a message is compressed while its client waits.
     pub level: u32,
     /// Keep the server's compression window from message to message (its
     /// messages refer back to earlier ones), unless the client asks
