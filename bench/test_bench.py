@@ -336,8 +336,9 @@ uppercut_bytes_sent_total{poller="1"} 9000
 class WebSocketTable(unittest.TestCase):
     """bench/run --ws: medians over rounds, and each row against the first."""
 
-    def result(self, per_second, p99):
-        return {"per_second": per_second, "latency_us": {"p50": 10, "p99": p99, "p999": 2 * p99}}
+    def result(self, per_second, p99, cpu=None):
+        return {"per_second": per_second, "latency_us": {"p50": 10, "p99": p99, "p999": 2 * p99},
+                "cpu_us_per_msg": cpu}
 
     def test_echo_rows_compare_round_trips(self):
         import ws
@@ -345,8 +346,18 @@ class WebSocketTable(unittest.TestCase):
         results = {"ours-local": [self.result(200, 5), self.result(210, 6), self.result(190, 7)],
                    "tungstenite": [self.result(100, 9), self.result(140, 9), self.result(130, 9)]}
         rows = ws.cells_for(echo, results, "ours-local")
-        self.assertEqual(rows[0], ("ours-local", ["200", "10", "6", "12"], ""))
-        self.assertEqual(rows[1], ("tungstenite", ["130", "10", "9", "18"], "0.65x"))
+        self.assertEqual(rows[0], ("ours-local", ["200", "-", "10", "6", "12"], ""))
+        self.assertEqual(rows[1], ("tungstenite", ["130", "-", "10", "9", "18"], "0.65x"))
+
+    def test_cpu_per_message_is_shown_and_compared(self):
+        import ws
+        echo = next(load for load in ws.LOADS if load.key == "echo-64-32")
+        results = {"ours-local": [self.result(200, 5, 5.0), self.result(200, 5, 6.0)],
+                   "fastwebsockets": [self.result(100, 9, 6.0)]}
+        rows = ws.cells_for(echo, results, "ours-local")
+        self.assertEqual(rows[0][1][1], "5.50")
+        self.assertEqual(rows[1], ("fastwebsockets", ["100", "6.00", "10", "9", "18"],
+                                   "0.50x, CPU/msg 0.92x"))
 
     def test_fixed_rate_rows_compare_p99(self):
         import ws
@@ -354,14 +365,33 @@ class WebSocketTable(unittest.TestCase):
         results = {"ours-local": [self.result(20000, 100)], "node-ws": [self.result(20000, 150)]}
         self.assertEqual(ws.cells_for(open_loop, results, "ours-local")[1][2], "p99 1.50x")
 
+    def test_compressed_idle_memory_is_against_plain_websockets(self):
+        import ws
+        idle = ws.Load("idle-deflate", "idle memory, compressed", [], deflate=True)
+        results = {"ours-local-deflate": [{"ws_bytes_per_conn": 2048.0, "http_bytes_per_conn": 1638.4}]}
+        rows = ws.cells_for(idle, results, "ours-local-deflate")
+        self.assertEqual(rows[0], ("ours-local-deflate", ["2.0 KiB", "", "1.6 KiB", "", ""],
+                                   "1.25x of plain WS"))
+
+    def test_a_compressed_frame_is_one_permessage_deflate_message(self):
+        import zlib
+        import ws
+        frame = ws.compressed_message(b"hello hello hello")
+        self.assertEqual(frame[0], 0xc1)
+        mask, payload = frame[2:6], frame[6:]
+        self.assertEqual(frame[1], 0x80 | len(payload))
+        unmasked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        inflate = zlib.decompressobj(-15)
+        self.assertEqual(inflate.decompress(unmasked + b"\x00\x00\xff\xff"), b"hello hello hello")
+
     def test_idle_memory_is_per_connection_against_http(self):
         import ws
         idle = ws.Load("idle", "idle memory", [])
         results = {"ours-local": [{"ws_bytes_per_conn": 1536.0, "http_bytes_per_conn": 1024.0}],
                    "fastwebsockets": [{"ws_bytes_per_conn": 6144.0, "http_bytes_per_conn": None}]}
         rows = ws.cells_for(idle, results, "ours-local")
-        self.assertEqual(rows[0], ("ours-local", ["1.5 KiB", "1.0 KiB", "", ""], "1.50x of HTTP"))
-        self.assertEqual(rows[1], ("fastwebsockets", ["6.0 KiB", "-", "", ""], ""))
+        self.assertEqual(rows[0], ("ours-local", ["1.5 KiB", "", "1.0 KiB", "", ""], "1.50x of HTTP"))
+        self.assertEqual(rows[1], ("fastwebsockets", ["6.0 KiB", "", "-", "", ""], ""))
 
 
 class ClusterTable(unittest.TestCase):

@@ -13,7 +13,17 @@ from when each message was due):
   members, a fixed rate; latency from when a message was due to each
   member's receipt;
 - idle: server memory for 1,000 idle WebSocket connections, against 1,000
-  idle HTTP keep-alive connections to the same server.
+  idle HTTP keep-alive connections to the same server;
+- deflate: compressed echo (permessage-deflate), 64 connections, 1 KiB of
+  JSON, against Node's `ws` with `perMessageDeflate`, with our server
+  started with `--ws-deflate`;
+- idle-deflate: server memory for 1,000 idle compressed connections, each
+  having echoed one compressed message, against 1,000 idle plain ones that
+  echoed the same message plain.
+
+Beside each echo's rate: the server's CPU time per echoed message (user +
+system from /proc over the whole load, warm-up included, divided by every
+echo the client received).
 
 Servers run one at a time, rounds alternating; the table shows medians and
 each row's ratio to the base row (round trips/s; for open and broadcast
@@ -31,9 +41,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 from markdown_report import report, run_facts
-from servers import (BenchError, rss_bytes, start_server, stop_server, wait_until_accepting)
+from servers import (BenchError, cpu_seconds, rss_bytes, start_server, stop_server,
+                     wait_until_accepting)
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
@@ -42,22 +54,26 @@ LOAD_MANIFEST = "bench/ws-load/Cargo.toml"
 NODE_DIR = "bench/ws-peers/node"
 
 PORTS = {"ours-local": 19300, "ours-system": 19301, "fastwebsockets": 19302,
-         "tungstenite": 19303, "node-ws": 19304, "chat-local": 19305}
+         "tungstenite": 19303, "node-ws": 19304, "chat-local": 19305,
+         "ours-local-deflate": 19306, "ours-system-deflate": 19307, "node-ws-deflate": 19308}
 
 UPGRADE = ("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n")
+OFFER = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
 
 
 class WsServer:
     """One row: how to start it, where its echo is."""
 
-    def __init__(self, name, argv, path, built_by):
+    def __init__(self, name, argv, path, built_by, deflate=False):
         self.name = name
         self.argv = argv
         self.host = "127.0.0.1"
         self.port = PORTS[name]
         self.path = path
         self.built_by = built_by
+        # Offers permessage-deflate: the rows of the compressed loads.
+        self.deflate = deflate
 
     @property
     def url(self):
@@ -67,11 +83,12 @@ class WsServer:
 class Load:
     """One load: its label and ws-load's options (besides --url and --duration)."""
 
-    def __init__(self, key, label, options, broadcast=False):
+    def __init__(self, key, label, options, broadcast=False, deflate=False):
         self.key = key
         self.label = label
         self.options = options
         self.broadcast = broadcast
+        self.deflate = deflate
 
 
 LOADS = [
@@ -82,6 +99,8 @@ LOADS = [
          ["--connections", "64", "--size", "32", "--rate", "20000"]),
     Load("broadcast-1000", "broadcast 100/s to 1000 members, 64 B text",
          ["--broadcast", "--members", "1000", "--size", "64", "--rate", "100"], broadcast=True),
+    Load("deflate-64-1k", "compressed echo, 64 conns, 1 KiB JSON",
+         ["--connections", "64", "--size", "1024", "--deflate"], deflate=True),
 ]
 
 
@@ -92,8 +111,10 @@ def parse_args(argv):
     p.add_argument("--duration", type=int, default=10, help="seconds of load per round (default 10)")
     p.add_argument("--no-build", action="store_true", help="use the binaries already built")
     p.add_argument("--only", help="comma-separated rows (ours-local, ours-system, fastwebsockets, "
-                   "tungstenite, node-ws)")
-    p.add_argument("--loads", help="comma-separated loads: " + ", ".join(l.key for l in LOADS) + ", idle")
+                   "tungstenite, node-ws, and for the compressed loads ours-local-deflate, "
+                   "ours-system-deflate, node-ws-deflate)")
+    p.add_argument("--loads", help="comma-separated loads: " + ", ".join(l.key for l in LOADS)
+                   + ", idle, idle-deflate")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown with the run's facts")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.duration < 1:
@@ -112,6 +133,10 @@ def plan(args):
     servers = [WsServer(f"ours-{mode}", [ours, "--bind", f"127.0.0.1:{PORTS['ours-' + mode]}",
                                          "--dispatch", mode], "/ws", "ours")
                for mode in ("local", "system")]
+    servers += [WsServer(f"ours-{mode}-deflate",
+                         [ours, "--bind", f"127.0.0.1:{PORTS['ours-' + mode + '-deflate']}",
+                          "--dispatch", mode, "--ws-deflate"], "/ws", "ours", deflate=True)
+                for mode in ("local", "system")]
     servers.append(WsServer("fastwebsockets", [os.path.join(peers, "fastwebsockets-echo"),
                                                f"127.0.0.1:{PORTS['fastwebsockets']}"], "/", "peers"))
     servers.append(WsServer("tungstenite", [os.path.join(peers, "tungstenite-echo"),
@@ -119,12 +144,16 @@ def plan(args):
     if shutil.which("node"):
         servers.append(WsServer("node-ws", ["node", os.path.join(NODE_DIR, "echo.js"),
                                             str(PORTS["node-ws"])], "/", "node"))
+        servers.append(WsServer("node-ws-deflate", ["node", os.path.join(NODE_DIR, "echo.js"),
+                                                    str(PORTS["node-ws-deflate"]), "deflate"],
+                                "/", "node", deflate=True))
     else:
         print("bench/run --ws: no node: the node-ws row is left out", file=sys.stderr)
     if args.only:
         wanted = [n.strip() for n in args.only.split(",")]
         servers = [s for s in servers if s.name in wanted]
-    loads = LOADS + [Load("idle", "idle memory, 1000 conns", [])]
+    loads = LOADS + [Load("idle", "idle memory, 1000 conns", []),
+                     Load("idle-deflate", "idle memory, 1000 compressed conns", [], deflate=True)]
     if args.loads:
         wanted = [n.strip() for n in args.loads.split(",")]
         loads = [l for l in loads if l.key in wanted]
@@ -158,21 +187,62 @@ def build(args, servers, load_bin):
             raise BenchError("npm install failed")
 
 
-def run_load(load_bin, server, load, duration):
+def run_load(load_bin, server, load, duration, pid):
     cmd = [load_bin, "--url", server.url, "--duration", str(duration), "--warmup", "1"] + load.options
+    cpu_before = cpu_seconds(pid)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120)
+    cpu = cpu_seconds(pid) - cpu_before
     if done.returncode != 0:
         raise BenchError(f"{server.name}: ws-load failed: {done.stderr.strip()}")
-    return json.loads(done.stdout)
+    result = json.loads(done.stdout)
+    # The server's CPU per echo, warm-up included on both sides of the
+    # division (its rusage, as /proc keeps it, in clock ticks).
+    echoes = result.get("messages_all") or 0
+    result["cpu_us_per_msg"] = cpu * 1e6 / echoes if echoes and not load.broadcast else None
+    return result
+
+
+# What an idle connection says once before it idles (long enough for any
+# server's compression threshold: Node's ws has 1 KiB).
+HELLO = b'{"hello":"world","n":1},' * 60
+
+
+def masked_frame(first, payload):
+    """A masked client frame: `first` (FIN, RSV1, opcode) and `payload`."""
+    mask = b"\x12\x34\x56\x78"
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    if len(payload) < 126:
+        head = bytes([first, 0x80 | len(payload)])
+    else:
+        head = bytes([first, 0x80 | 126]) + len(payload).to_bytes(2, "big")
+    return head + mask + masked
+
+
+def compressed_message(text):
+    """A masked client text frame carrying `text` compressed as one
+    permessage-deflate message (RSV1 set, the sync flush's trailer off)."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    payload = compressor.compress(text) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    assert payload.endswith(b"\x00\x00\xff\xff")
+    return masked_frame(0xc1, payload[:-4])
 
 
 def idle_memory(server, proc, kind, count=1000):
     """Server RSS growth per connection for `count` idle connections of
-    `kind`: WebSockets, or HTTP keep-alive (ours only: the peers serve no
-    HTTP). Each kind in a fresh process, so neither reuses the other's
-    memory."""
+    `kind`: WebSockets; compressed WebSockets, each having echoed one
+    compressed message first (so any zlib state it keeps is made); plain
+    ones having echoed the same message plain (what the compressed kind is
+    held against); or HTTP keep-alive (ours only: the peers serve no HTTP).
+    Each kind in a fresh process, so neither reuses the other's memory."""
+    hello = None
     if kind == "ws":
-        request, expect = UPGRADE.format(path=server.path).encode(), b"HTTP/1.1 101"
+        request, expect = UPGRADE.format(path=server.path, extra="").encode(), b"HTTP/1.1 101"
+    elif kind == "ws-hello":
+        request, expect = UPGRADE.format(path=server.path, extra="").encode(), b"HTTP/1.1 101"
+        hello = masked_frame(0x81, HELLO)
+    elif kind == "ws-deflate":
+        request, expect = UPGRADE.format(path=server.path, extra=OFFER).encode(), b"HTTP/1.1 101"
+        hello = compressed_message(HELLO)
     else:
         request, expect = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"HTTP/1.1 200"
     sockets = []
@@ -191,6 +261,16 @@ def idle_memory(server, proc, kind, count=1000):
                 got += chunk
             if not got.startswith(expect):
                 raise BenchError(f"{server.name}: unexpected answer {got[:40]!r}")
+            if hello is not None:
+                compressed = kind == "ws-deflate"
+                if compressed and b"permessage-deflate" not in got.lower():
+                    raise BenchError(f"{server.name}: permessage-deflate was not agreed")
+                s.sendall(hello)
+                rest = got[got.index(b"\r\n\r\n") + 4:]
+                while len(rest) < 2:
+                    rest += s.recv(65536)
+                if compressed and rest[0] & 0x40 == 0:
+                    raise BenchError(f"{server.name}: the echo came back uncompressed")
         time.sleep(1.0)
         return (rss_bytes(proc.pid) - before) / count
     finally:
@@ -202,11 +282,21 @@ def measure(server, load, args, load_bin, log_dir, round_no):
     proc = start_server(server, log_dir, round_no)
     try:
         wait_until_accepting(server, proc)
-        if load.key != "idle":
-            return run_load(load_bin, server, load, args.duration)
-        ws = idle_memory(server, proc, "ws")
+        if not load.key.startswith("idle"):
+            return run_load(load_bin, server, load, args.duration, proc.pid)
+        ws = idle_memory(server, proc, "ws-deflate" if load.deflate else "ws")
     finally:
         stop_server(proc)
+    if load.deflate:
+        # Against the same server's plain WebSockets, having echoed the
+        # same message plain.
+        proc = start_server(server, log_dir, round_no)
+        try:
+            wait_until_accepting(server, proc)
+            plain = idle_memory(server, proc, "ws-hello")
+        finally:
+            stop_server(proc)
+        return {"ws_bytes_per_conn": ws, "http_bytes_per_conn": plain}
     http = None
     if server.built_by == "ours":
         proc = start_server(server, log_dir, round_no)
@@ -228,26 +318,32 @@ def cells_for(load, results, base):
     rows = []
     base_result = results.get(base)
     for name, rounds in results.items():
-        if load.key == "idle":
+        if load.key.startswith("idle"):
             ws = median([r["ws_bytes_per_conn"] for r in rounds])
             http = median([r["http_bytes_per_conn"] for r in rounds])
-            cells = [f"{ws / 1024:.1f} KiB" if ws is not None else "-",
+            cells = [f"{ws / 1024:.1f} KiB" if ws is not None else "-", "",
                      f"{http / 1024:.1f} KiB" if http is not None else "-", "", ""]
-            ratio = f"{ws / http:.2f}x of HTTP" if ws and http else ""
+            against = "plain WS" if load.deflate else "HTTP"
+            ratio = f"{ws / http:.2f}x of {against}" if ws and http else ""
         else:
             rate = median([r["per_second"] for r in rounds])
+            cpu = median([r.get("cpu_us_per_msg") for r in rounds])
             p50 = median([r["latency_us"]["p50"] for r in rounds])
             p99 = median([r["latency_us"]["p99"] for r in rounds])
             p999 = median([r["latency_us"]["p999"] for r in rounds])
-            cells = [f"{rate:,.0f}", f"{p50:,.0f}", f"{p99:,.0f}", f"{p999:,.0f}"]
+            cells = [f"{rate:,.0f}", f"{cpu:.2f}" if cpu is not None else "-",
+                     f"{p50:,.0f}", f"{p99:,.0f}", f"{p999:,.0f}"]
             ratio = ""
             if base_result and name != base:
                 base_rate = median([r["per_second"] for r in base_result])
+                base_cpu = median([r.get("cpu_us_per_msg") for r in base_result])
                 base_p99 = median([r["latency_us"]["p99"] for r in base_result])
                 if load.options and "--rate" in load.options:
                     ratio = f"p99 {p99 / base_p99:.2f}x" if base_p99 else ""
                 else:
                     ratio = f"{rate / base_rate:.2f}x" if base_rate else ""
+                    if base_cpu and cpu:
+                        ratio += f", CPU/msg {base_cpu / cpu:.2f}x"
         rows.append((name, cells, ratio))
     return rows
 
@@ -264,23 +360,25 @@ def main(argv):
         results = {}
         with tempfile.TemporaryDirectory(prefix="bench-ws-") as log_dir:
             for load in loads:
-                rows = [chat] if load.broadcast else servers
+                rows = [chat] if load.broadcast else [s for s in servers if s.deflate == load.deflate]
                 results[load.key] = {s.name: [] for s in rows}
                 for round_no in range(args.rounds):
                     for server in rows:
                         result = measure(server, load, args, load_bin, log_dir, round_no)
                         results[load.key][server.name].append(result)
                         print(f"   {load.key} round {round_no + 1} {server.name}: {json.dumps(result)}", flush=True)
-        header = ["load", "server", "msgs/s (idle: WS per conn)", "p50 us (idle: HTTP per conn)",
-                  "p99 us", "p99.9 us", "vs first row"]
+        header = ["load", "server", "msgs/s (idle: WS per conn)", "server CPU us/msg",
+                  "p50 us (idle: HTTP or plain WS per conn)", "p99 us", "p99.9 us", "vs first row"]
         table = []
         for load in loads:
             base = next(iter(results[load.key]))
             for name, cells, ratio in cells_for(load, results[load.key], base):
                 table.append([load.label, name] + cells + [ratio])
         caption = (f"Medians over {args.rounds} round(s) of {args.duration} s; latency in microseconds (open "
-                   "and broadcast loads: from when each message was due); ratio to the load's first row: "
-                   "round trips/s, or p99 latency for fixed-rate loads.")
+                   "and broadcast loads: from when each message was due); server CPU per echoed message from "
+                   "its user + system time over the load; ratio to the load's first row: round trips/s "
+                   "(and the first row's CPU per message over this row's: above 1 costs this row less), "
+                   "or p99 latency for fixed-rate loads.")
         if args.markdown:
             print(report(run_facts(REPO_ROOT, command), caption, header, table, text_columns=2))
         else:

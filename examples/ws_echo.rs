@@ -1,10 +1,15 @@
 //! A WebSocket echo server: every message at `/` comes back as it came,
 //! text as text and binary as binary. What the Autobahn suite runs against
-//! (`scripts/autobahn.sh`).
+//! (`scripts/autobahn.sh`). permessage-deflate is offered unless the third
+//! argument says `plain`; `takeover` offers it with context takeover. A
+//! certificate and key (PEM) after it serve `wss://`.
 //!
 //!     cargo run --release --example ws_echo -- 127.0.0.1:9001 [local|system]
+//!         [shared|plain|takeover] [CERT KEY]
 
-use uppercut_mio_server::{Config, Dispatch, Message, Routes, Server, WebSocket, WsContext};
+use uppercut_mio_server::{
+    Config, Dispatch, Message, Routes, Server, TlsFiles, WebSocket, WsContext, WsDeflate,
+};
 
 /// Echoes each message on its connection; it has no state of its own.
 struct Echo;
@@ -27,9 +32,23 @@ fn main() {
         Some("system") => Dispatch::System,
         _ => Dispatch::Local,
     };
+    let ws_deflate = match args.next().as_deref() {
+        Some("plain") => None,
+        Some("takeover") => Some(WsDeflate::context_takeover()),
+        _ => Some(WsDeflate::default()),
+    };
+    let tls = match (args.next(), args.next()) {
+        (Some(cert), Some(key)) => Some(TlsFiles {
+            cert: cert.into(),
+            key: key.into(),
+        }),
+        _ => None,
+    };
     let config = Config {
         bind: bind.parse().expect("ADDR:PORT"),
         dispatch,
+        ws_deflate,
+        tls,
         ..Config::default()
     };
     let routes = Routes::new().websocket("/", |_request| Echo);

@@ -7,26 +7,39 @@
 # CPython 2.7.18 (or AUTOBAHN_PYTHON2=/path/to/python2.7) and a Python 3 to
 # run virtualenv 20.21.1, the last release that makes Python 2
 # environments; both go under target/autobahn. Then builds the example,
-# runs cases 1-7, 9 and 10 (permessage-deflate, 12 and 13, is not offered)
-# against it in each mode, and prints the counts by behaviour. Exits 1 if
-# any case is FAILED, NON-STRICT or UNIMPLEMENTED, or closed wrongly. About
-# a minute once set up; the reports stay in target/autobahn/reports-MODE.
+# runs cases 1-7, 9 and 10 against it in each mode, and prints the counts by
+# behaviour. Exits 1 if any case is FAILED, NON-STRICT or UNIMPLEMENTED, or
+# closed wrongly. About a minute once set up; the reports stay in
+# target/autobahn/reports-MODE.
+#
+# --deflate adds sections 12 and 13 (permessage-deflate, about ten minutes
+# a mode); --only-deflate runs those alone. The example offers the
+# extension without context takeover (--takeover: with it). --tls runs over
+# wss:// with a self-signed certificate made by openssl.
 #
 #   scripts/autobahn.sh [--no-build] [--port PORT] [--dispatch local|system]
+#                       [--deflate | --only-deflate] [--takeover] [--tls]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PORT=19870
 MODES=(local system)
 BUILD=1
+CASES='"1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "9.*", "10.*"'
+DEFLATE=shared
+TLS=0
 usage() {
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
 }
 while (($#)); do
     case "$1" in
     --no-build) BUILD=0 ;;
     --port) PORT="${2:?--port needs a value}"; shift ;;
     --dispatch) MODES=("${2:?--dispatch needs local or system}"); shift ;;
+    --deflate) CASES="$CASES"', "12.*", "13.*"' ;;
+    --only-deflate) CASES='"12.*", "13.*"' ;;
+    --takeover) DEFLATE=takeover ;;
+    --tls) TLS=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "autobahn.sh: unknown option: $1 (try --help)" >&2; exit 2 ;;
     esac
@@ -56,6 +69,16 @@ if ((BUILD)); then
     cargo build --release --example ws_echo
 fi
 
+SCHEME=ws
+TLS_ARGS=()
+if ((TLS)); then
+    command -v openssl >/dev/null 2>&1 || { echo "autobahn.sh: --tls needs openssl" >&2; exit 2; }
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+        -keyout "$DIR/key.pem" -out "$DIR/cert.pem" >/dev/null 2>&1
+    SCHEME=wss
+    TLS_ARGS=("$DIR/cert.pem" "$DIR/key.pem")
+fi
+
 status=0
 for mode in "${MODES[@]}"; do
     reports="$DIR/reports-$mode"
@@ -63,13 +86,13 @@ for mode in "${MODES[@]}"; do
     cat >"$DIR/fuzzingclient-$mode.json" <<JSON
 {
   "outdir": "$reports",
-  "servers": [{"agent": "uppercut-mio-server-$mode", "url": "ws://127.0.0.1:$PORT"}],
-  "cases": ["1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "9.*", "10.*"],
+  "servers": [{"agent": "uppercut-mio-server-$mode", "url": "$SCHEME://127.0.0.1:$PORT"}],
+  "cases": [$CASES],
   "exclude-cases": [],
   "exclude-agent-cases": {}
 }
 JSON
-    "$EXAMPLE" "127.0.0.1:$PORT" "$mode" >"$DIR/server-$mode.log" 2>&1 &
+    "$EXAMPLE" "127.0.0.1:$PORT" "$mode" "$DEFLATE" "${TLS_ARGS[@]}" >"$DIR/server-$mode.log" 2>&1 &
     server=$!
     trap 'kill "$server" 2>/dev/null || true' EXIT
     for _ in $(seq 100); do

@@ -23,7 +23,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                            [--dispatch local|system]
                            [--header-timeout T] [--keepalive-timeout T] [--write-timeout T]
                            [--max-connections N] [--max-body SIZE] [--ws-max-message SIZE]
-                           [--shutdown-timeout T]
+                           [--ws-deflate | --ws-deflate-takeover] [--shutdown-timeout T]
                            [--static-dir DIR [--static-max-file SIZE] [--static-max-total SIZE]
                                              [--static-dotfiles]]
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
@@ -58,6 +58,12 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
   --max-body SIZE           a request body over SIZE gets 413 (default 1M)
   --ws-max-message SIZE     a WebSocket message over SIZE closes its connection
                             with 1009 (default 16M)
+  --ws-deflate              offer permessage-deflate on WebSocket routes: each
+                            message compressed on its own, no zlib state kept
+                            on an idle connection (default: off)
+  --ws-deflate-takeover     offer permessage-deflate with context takeover: fewer
+                            bytes for repetitive messages, about 340 KiB of zlib
+                            state per connection that has used it
   --shutdown-timeout T      on SIGINT or SIGTERM, finish in-flight requests for at
                             most T, then exit (default 10s; 0 closes them at once)
   --static-dir DIR          also serve every file under DIR, loaded at start and
@@ -264,6 +270,10 @@ where
             "--ws-max-message" => {
                 let size = parse_size(&flag, &value()?)?;
                 config.ws_max_message = usize::try_from(size).unwrap_or(usize::MAX);
+            }
+            "--ws-deflate" => config.ws_deflate = Some(crate::websocket::WsDeflate::default()),
+            "--ws-deflate-takeover" => {
+                config.ws_deflate = Some(crate::websocket::WsDeflate::context_takeover());
             }
             "--header-timeout" => config.timeouts.header = timeout(&flag, &value()?)?,
             "--keepalive-timeout" => config.timeouts.keepalive = timeout(&flag, &value()?)?,

@@ -181,6 +181,12 @@ pub struct Config {
     /// The most bytes a WebSocket message may carry, whole or in
     /// fragments; a larger one closes its connection with 1009.
     pub ws_max_message: usize,
+    /// permessage-deflate (RFC 7692) for the WebSocket routes that do not
+    /// set their own (`Routes::websocket_with_deflate`); `None` (the
+    /// default) offers none. `--ws-deflate` sets `WsDeflate::default()`:
+    /// each message compressed on its own, no zlib state on an idle
+    /// connection.
+    pub ws_deflate: Option<crate::websocket::WsDeflate>,
     /// Serve HTTPS with this certificate and key; without it, plain HTTP.
     pub tls: Option<TlsFiles>,
     /// Header fields every response carries, as name and value
@@ -370,6 +376,7 @@ impl Default for Config {
             metrics: None,
             max_body: MAX_BODY_LEN,
             ws_max_message: crate::websocket::DEFAULT_MAX_MESSAGE,
+            ws_deflate: None,
             tls: None,
             headers: Vec::new(),
             cors: Vec::new(),

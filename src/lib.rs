@@ -152,4 +152,4 @@ pub use routes::typed::Rejection;
 pub use routes::Routes;
 pub use runtime::listeners::raise_open_files_limit;
 pub use runtime::server::Server;
-pub use websocket::{Closed, Message, Outgoing, WebSocket, WsContext, WsHandle};
+pub use websocket::{Closed, Message, Outgoing, WebSocket, WsContext, WsDeflate, WsHandle};

@@ -61,6 +61,19 @@ impl WsDecoder {
         WsDecoder(crate::ws::session::Session::new(max_message))
     }
 
+    /// As [`WsDecoder::new`], on a connection that agreed to
+    /// permessage-deflate with the default settings: a message whose first
+    /// frame has RSV1 set is inflated, against the same limit.
+    pub fn with_deflate(max_message: usize) -> WsDecoder {
+        let config = crate::ws::deflate::WsDeflate::default();
+        let offer = std::iter::once(&b"permessage-deflate"[..]);
+        let session = crate::ws::session::Session::new(max_message);
+        match crate::ws::deflate::negotiate(&config, offer) {
+            Some((agreed, _)) => WsDecoder(session.with_inflate(&agreed)),
+            None => WsDecoder(session),
+        }
+    }
+
     /// Decodes `input`, writing pongs into `out` and handing each event
     /// to `on_event`.
     pub fn feed(

@@ -225,6 +225,19 @@ fn reads_the_body_limit_as_a_size() {
 }
 
 #[test]
+fn websocket_compression_is_off_unless_a_flag_asks() {
+    use uppercut_mio_server::WsDeflate;
+    assert_eq!(config(&[]).ws_deflate, None);
+    assert_eq!(
+        config(&["--ws-deflate"]).ws_deflate,
+        Some(WsDeflate::default())
+    );
+    let takeover = config(&["--ws-deflate-takeover"]).ws_deflate.unwrap();
+    assert!(takeover.server_context_takeover && takeover.client_context_takeover);
+    assert!(USAGE.contains("  --ws-deflate              offer permessage-deflate"));
+}
+
+#[test]
 fn reads_the_websocket_message_limit_as_a_size() {
     assert_eq!(config(&[]).ws_max_message, 16 << 20);
     assert_eq!(

@@ -1,7 +1,9 @@
 //! Fuzz target: a WebSocket connection's frame decoder, `WsDecoder`, on
 //! arbitrary bytes.
 //!
-//! Input: byte 0 gives `n = byte % 8`; the next `n` bytes are read lengths
+//! Input: byte 0 gives `n = byte % 8`, and its top bit a decoder that agreed
+//! to permessage-deflate (compressed messages inflated against the same
+//! limit); the next `n` bytes are read lengths
 //! (as in `request_stream`: 0 an empty read, 1-239 that many bytes,
 //! 0xF0-0xFF 1-16 KiB); the rest is what the client sends. The decoder
 //! (with a 4 KiB message limit) is fed once whole and once cut into reads
@@ -25,8 +27,11 @@ use uppercut_mio_server::sans_io::{WsDecoder, WsEvent};
 const MAX_MESSAGE: usize = 4096;
 
 /// What one feeding produced: each event written out, and the output.
-fn decode(reads: &[usize], mut input: &[u8]) -> (Vec<String>, Vec<u8>) {
-    let mut decoder = WsDecoder::new(MAX_MESSAGE);
+fn decode(deflate: bool, reads: &[usize], mut input: &[u8]) -> (Vec<String>, Vec<u8>) {
+    let mut decoder = match deflate {
+        true => WsDecoder::with_deflate(MAX_MESSAGE),
+        false => WsDecoder::new(MAX_MESSAGE),
+    };
     let mut out = BytesMut::new();
     let mut events = Vec::new();
     let mut reads = reads.iter().cycle();
@@ -75,8 +80,9 @@ fuzz_target!(|data: &[u8]| {
     for read in &mut reads {
         *read = (*read).max(1);
     }
-    let whole = decode(&[], input);
-    let cut = decode(&reads, input);
+    let deflate = first & 0x80 != 0;
+    let whole = decode(deflate, &[], input);
+    let cut = decode(deflate, &reads, input);
     assert_eq!(whole, cut, "whole and cut feedings differ");
     let (events, out) = whole;
     for (i, event) in events.iter().enumerate() {

@@ -259,9 +259,12 @@ impl Directory {
         mut deliver: impl FnMut(&str, Envelope),
     ) {
         let mut actors = Vec::new();
+        // One message for every connection: its bytes, and their compressed
+        // form once made, are shared.
+        let mut outgoing = None;
         self.topics.each(topic, |subscriber| match subscriber {
             Subscriber::Ws(handle) => {
-                handle.send(payload.outgoing());
+                handle.send(outgoing.get_or_insert_with(|| payload.outgoing()).clone());
             }
             Subscriber::Actor(address) => actors.push(address.clone()),
         });

@@ -126,6 +126,7 @@ impl Payload {
                 false => OutgoingKind::Binary,
             },
             payload: self.bytes().clone(),
+            deflated: Default::default(),
         }
     }
 

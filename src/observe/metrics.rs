@@ -124,6 +124,12 @@ pub(crate) struct PollerMetrics {
     pub websocket_upgrades: AtomicU64,
     pub websocket_messages_received: AtomicU64,
     pub websocket_messages_sent: AtomicU64,
+    /// permessage-deflate: payload bytes sent before and after
+    /// compression, received before and after inflating.
+    pub websocket_deflate_sent_plain: AtomicU64,
+    pub websocket_deflate_sent_wire: AtomicU64,
+    pub websocket_deflate_received_wire: AtomicU64,
+    pub websocket_deflate_received_plain: AtomicU64,
     /// HTTP/2 connections begun, streams begun, streams the client reset.
     pub http2_connections: AtomicU64,
     pub http2_streams: AtomicU64,
@@ -230,6 +236,24 @@ impl PollerMetrics {
             None => WEBSOCKET_CLOSE_CODES.len() + 1,
         };
         self.add(&self.websocket_closes[slot], 1);
+    }
+
+    /// Counts bytes through permessage-deflate: sent before and after
+    /// compression, received before and after inflating.
+    pub(crate) fn websocket_deflate(
+        &self,
+        [sent_plain, sent_wire, received_wire, received_plain]: [u64; 4],
+    ) {
+        for (counter, n) in [
+            (&self.websocket_deflate_sent_plain, sent_plain),
+            (&self.websocket_deflate_sent_wire, sent_wire),
+            (&self.websocket_deflate_received_wire, received_wire),
+            (&self.websocket_deflate_received_plain, received_plain),
+        ] {
+            if n > 0 {
+                self.add(counter, n);
+            }
+        }
     }
 
     /// Counts an HTTP/2 connection ended by a `GOAWAY` with `code`.

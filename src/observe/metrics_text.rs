@@ -232,6 +232,28 @@ pub(crate) fn render(
             "WebSocket messages written to clients.",
         );
         per_poller(&mut page, &|p| load(&p.websocket_messages_sent));
+        page.family(
+            "uppercut_websocket_deflate_sent_bytes_total",
+            "counter",
+            "Payload bytes of WebSocket messages sent compressed (permessage-deflate), before (plain) and after (deflated) compression.",
+        );
+        for (index, poller) in pollers.iter().enumerate() {
+            let plain = load(&poller.websocket_deflate_sent_plain);
+            let wire = load(&poller.websocket_deflate_sent_wire);
+            page.sample(&format!("poller=\"{index}\",form=\"plain\""), plain);
+            page.sample(&format!("poller=\"{index}\",form=\"deflated\""), wire);
+        }
+        page.family(
+            "uppercut_websocket_deflate_received_bytes_total",
+            "counter",
+            "Payload bytes of compressed WebSocket messages received, as they came (deflated) and inflated (plain).",
+        );
+        for (index, poller) in pollers.iter().enumerate() {
+            let wire = load(&poller.websocket_deflate_received_wire);
+            let plain = load(&poller.websocket_deflate_received_plain);
+            page.sample(&format!("poller=\"{index}\",form=\"deflated\""), wire);
+            page.sample(&format!("poller=\"{index}\",form=\"plain\""), plain);
+        }
     }
 
     if series.upstream {

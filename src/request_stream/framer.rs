@@ -468,22 +468,26 @@ impl Framer {
                     head_only: answer.head_only,
                 };
             }
-            Ok(Reply::WebSocket(index, _)) => match upgrade::check(raw_head) {
-                Ok(accept) => {
-                    let start = to.out.len();
-                    upgrade::write_switching(&mut to, &accept);
-                    self.written(&to.out[start..]);
-                    self.responses += 1;
-                    self.state = State::Upgraded;
-                    self.upgraded = Some(Upgraded(routes.websocket_at(index)(&request)));
-                }
-                Err(status) => {
-                    if !status.keeps_connection() {
-                        to.persistence = Persistence::Close;
+            Ok(Reply::WebSocket(index, _)) => {
+                match upgrade::check(raw_head, routes.websocket_deflate_at(index)) {
+                    Ok(accepted) => {
+                        let start = to.out.len();
+                        upgrade::write_switching(&mut to, &accepted);
+                        self.written(&to.out[start..]);
+                        self.responses += 1;
+                        self.state = State::Upgraded;
+                        let actor = routes.websocket_at(index)(&request);
+                        let agreed = accepted.deflate.map(|(agreed, _)| agreed);
+                        self.upgraded = Some(Upgraded(actor, agreed));
                     }
-                    self.write(&mut to, |to| routes.write(Err(status), raw_head, to));
+                    Err(status) => {
+                        if !status.keeps_connection() {
+                            to.persistence = Persistence::Close;
+                        }
+                        self.write(&mut to, |to| routes.write(Err(status), raw_head, to));
+                    }
                 }
-            },
+            }
             Ok(Reply::Handler(handler, _)) => {
                 self.write(&mut to, |to| {
                     routes.write_handler(handler, &request, to);

@@ -37,6 +37,7 @@ use crate::routes::static_site::StaticSite;
 use crate::routes::static_table::StaticReply;
 use crate::routes::typed::Rejection;
 use crate::websocket::{WebSocket, WsLimits};
+use crate::ws::deflate::WsDeflate;
 
 /// Where the server answers with `--upstream`'s JSON.
 pub(crate) const UPSTREAM_ROUTE: &str = "/io";
@@ -168,6 +169,12 @@ pub struct Routes {
     handlers: Vec<Handler>,
     actors: Vec<ActorRoute>,
     websockets: Vec<WebSocketFactory>,
+    /// Each WebSocket route's permessage-deflate: `None` for the server's
+    /// (`websocket_deflate`), `Some(None)` for none.
+    websocket_deflates: Vec<Option<Option<WsDeflate>>>,
+    /// permessage-deflate for the WebSocket routes that do not say
+    /// (`Config::ws_deflate`).
+    websocket_deflate: Option<WsDeflate>,
     pub(crate) errors: Vec<CannedResponse>,
     /// The application's error bodies (`Routes::error_body`), if it chose.
     error_hook: Option<ErrorHook>,
@@ -210,6 +217,8 @@ impl Routes {
             handlers: Vec::new(),
             actors: Vec::new(),
             websockets: Vec::new(),
+            websocket_deflates: Vec::new(),
+            websocket_deflate: None,
             errors: ErrorStatus::ALL.iter().map(|s| s.canned()).collect(),
             error_hook: None,
             reply_timeout: REPLY_TIMEOUT,
@@ -456,7 +465,40 @@ impl Routes {
     /// connection's poller, one event at a time, so like a handler it must
     /// not block. A request without the upgrade gets 426 naming
     /// `Sec-WebSocket-Version: 13`; a malformed upgrade 400.
-    pub fn websocket<W, F>(mut self, path: &str, factory: F) -> Routes
+    ///
+    /// permessage-deflate is offered as the server's configuration says
+    /// (`Config::ws_deflate`, `--ws-deflate`; off by default).
+    pub fn websocket<W, F>(self, path: &str, factory: F) -> Routes
+    where
+        W: WebSocket,
+        F: Fn(&Request<'_>) -> W + Send + Sync + 'static,
+    {
+        self.add_websocket(path, None, factory)
+    }
+
+    /// As [`Routes::websocket`], with permessage-deflate (RFC 7692) as
+    /// `deflate` says for this route whatever the server's configuration:
+    /// `None` never compresses, `Some(WsDeflate::default())` compresses
+    /// each message on its own (no zlib state on an idle connection).
+    pub fn websocket_with_deflate<W, F>(
+        self,
+        path: &str,
+        deflate: Option<WsDeflate>,
+        factory: F,
+    ) -> Routes
+    where
+        W: WebSocket,
+        F: Fn(&Request<'_>) -> W + Send + Sync + 'static,
+    {
+        self.add_websocket(path, Some(deflate), factory)
+    }
+
+    fn add_websocket<W, F>(
+        mut self,
+        path: &str,
+        deflate: Option<Option<WsDeflate>>,
+        factory: F,
+    ) -> Routes
     where
         W: WebSocket,
         F: Fn(&Request<'_>) -> W + Send + Sync + 'static,
@@ -464,9 +506,18 @@ impl Routes {
         let factory: WebSocketFactory =
             Arc::new(move |request: &Request<'_>| Box::new(factory(request)) as Box<dyn WebSocket>);
         self.websockets.push(factory);
+        self.websocket_deflates.push(deflate);
         let target = Target::WebSocket(self.websockets.len() - 1);
         self.insert(path, &[Method::Get], target);
         self
+    }
+
+    /// The permessage-deflate the WebSocket route at `index` offers.
+    pub(crate) fn websocket_deflate_at(&self, index: usize) -> Option<&WsDeflate> {
+        match &self.websocket_deflates[index] {
+            Some(route) => route.as_ref(),
+            None => self.websocket_deflate.as_ref(),
+        }
     }
 
     /// Whether any route serves WebSockets.
@@ -600,6 +651,12 @@ impl Routes {
     /// Closes WebSockets whose messages carry over `max_message` bytes.
     pub(crate) fn with_websocket_max_message(mut self, max_message: usize) -> Routes {
         self.websocket_limits = WsLimits::new(max_message);
+        self
+    }
+
+    /// Offers permessage-deflate on the WebSocket routes that do not say.
+    pub(crate) fn with_websocket_deflate(mut self, deflate: Option<WsDeflate>) -> Routes {
+        self.websocket_deflate = deflate;
         self
     }
 

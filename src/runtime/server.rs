@@ -559,7 +559,8 @@ pub(crate) fn configured(config: &Config, routes: Routes) -> io::Result<Routes> 
     Ok(routes
         .with_max_body(config.max_body)
         .with_added_fields(added)
-        .with_websocket_max_message(config.ws_max_message))
+        .with_websocket_max_message(config.ws_max_message)
+        .with_websocket_deflate(config.ws_deflate))
 }
 
 /// What the access log calls this server: `Config::log_name`, else the

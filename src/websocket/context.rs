@@ -10,6 +10,7 @@ use uppercut::api::{AnySender, Envelope};
 use crate::mail::{self, SendError, Subscribe, Unsubscribe, TOPIC_PREFIX};
 use crate::websocket::handle::WsHandle;
 use crate::websocket::outgoing::{Outgoing, OutgoingKind};
+use crate::ws::deflate::Deflate;
 use crate::ws::frame::{write_frame, Opcode};
 
 /// A close the actor asked for.
@@ -34,6 +35,29 @@ pub struct WsContext<'a> {
     pub(crate) close: &'a mut Option<CloseAsked>,
     /// Messages written in this event.
     pub(crate) written: &'a mut u64,
+    /// permessage-deflate, if the connection agreed to it.
+    pub(crate) deflate: Option<&'a mut Deflate>,
+}
+
+/// Writes a text or binary `message` into `out`, compressed if the
+/// connection agreed to it (`deflate`) and it is worth it; with a room's
+/// message compressed once for all its members. False for a close, which
+/// is not written here.
+pub(crate) fn write_outgoing(
+    out: &mut BytesMut,
+    deflate: Option<&mut Deflate>,
+    message: &Outgoing,
+) -> bool {
+    let opcode = match message.kind {
+        OutgoingKind::Text => Opcode::Text,
+        OutgoingKind::Binary => Opcode::Binary,
+        OutgoingKind::Close(_) => return false,
+    };
+    match deflate {
+        Some(deflate) => deflate.write_shared(out, opcode, &message.payload, &message.deflated),
+        None => write_frame(out, opcode, &message.payload),
+    }
+    true
 }
 
 impl WsContext<'_> {
@@ -49,11 +73,14 @@ impl WsContext<'_> {
 
     /// Writes `message` to the client (a close as [`WsContext::close`]).
     pub fn send(&mut self, message: &Outgoing) {
-        match message.kind {
-            OutgoingKind::Text => self.frame(Opcode::Text, &message.payload),
-            OutgoingKind::Binary => self.frame(Opcode::Binary, &message.payload),
-            OutgoingKind::Close(code) => self.close_with(code, &message.payload),
+        if let OutgoingKind::Close(code) = message.kind {
+            return self.close_with(code, &message.payload);
         }
+        if self.close.is_some() {
+            return;
+        }
+        write_outgoing(self.out, self.deflate.as_deref_mut(), message);
+        *self.written += 1;
     }
 
     /// Starts the close handshake with `code` and `reason` (see
@@ -78,7 +105,10 @@ impl WsContext<'_> {
         if self.close.is_some() {
             return;
         }
-        write_frame(self.out, opcode, payload);
+        match self.deflate.as_deref_mut() {
+            Some(deflate) => deflate.write(self.out, opcode, payload),
+            None => write_frame(self.out, opcode, payload),
+        }
         *self.written += 1;
     }
 

@@ -23,6 +23,7 @@ pub(crate) mod handle;
 pub(crate) mod outgoing;
 pub(crate) mod registry;
 
+pub use crate::ws::deflate::WsDeflate;
 pub use context::WsContext;
 pub use handle::WsHandle;
 pub use outgoing::Outgoing;

@@ -1,8 +1,13 @@
 //! [`Outgoing`]: a message for a WebSocket client, built once and cheap to
 //! clone, so a room sends the same bytes to each member without copying
-//! them.
+//! them, and, with permessage-deflate, compresses them once for all the
+//! members that agreed to the same parameters.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
+
+use crate::ws::deflate::DeflateCache;
 
 /// What an [`Outgoing`] message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,12 +19,23 @@ pub(crate) enum OutgoingKind {
 }
 
 /// A message to write to a WebSocket client: text, binary, or a close.
-/// Cloning shares the bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Cloning shares the bytes, and their compressed form once a connection
+/// with permessage-deflate has made it.
+#[derive(Debug, Clone)]
 pub struct Outgoing {
     pub(crate) kind: OutgoingKind,
     pub(crate) payload: Bytes,
+    /// The compressed payload, made by the first connection that needs it.
+    pub(crate) deflated: Arc<DeflateCache>,
 }
+
+impl PartialEq for Outgoing {
+    fn eq(&self, other: &Outgoing) -> bool {
+        self.kind == other.kind && self.payload == other.payload
+    }
+}
+
+impl Eq for Outgoing {}
 
 impl Outgoing {
     /// A text message.
@@ -27,6 +43,7 @@ impl Outgoing {
         Outgoing {
             kind: OutgoingKind::Text,
             payload: Bytes::from(text.into()),
+            deflated: Arc::default(),
         }
     }
 
@@ -37,6 +54,7 @@ impl Outgoing {
         Some(Outgoing {
             kind: OutgoingKind::Text,
             payload: bytes,
+            deflated: Arc::default(),
         })
     }
 
@@ -45,6 +63,7 @@ impl Outgoing {
         Outgoing {
             kind: OutgoingKind::Binary,
             payload: bytes.into(),
+            deflated: Arc::default(),
         }
     }
 
@@ -66,11 +85,20 @@ impl Outgoing {
         Outgoing {
             kind: OutgoingKind::Close(code),
             payload: Bytes::copy_from_slice(&reason.as_bytes()[..end]),
+            deflated: Arc::default(),
         }
     }
 
     /// The bytes the client's message will carry (the reason, for a close).
     pub fn payload(&self) -> &[u8] {
         &self.payload
+    }
+
+    /// The length of the compressed payload that connections with
+    /// permessage-deflate (without context takeover) share, once the first
+    /// of them has made it; `None` before, or if compressing did not make
+    /// the message smaller.
+    pub fn deflated_len(&self) -> Option<usize> {
+        self.deflated.compressed_len()
     }
 }

@@ -16,18 +16,42 @@ pub(crate) enum Opcode {
 
 /// Appends a final, unmasked frame carrying `payload`.
 pub(crate) fn write_frame(out: &mut BytesMut, opcode: Opcode, payload: &[u8]) {
-    let first = 0x80 | opcode as u8;
-    let len = payload.len();
-    if len < 126 {
-        out.extend_from_slice(&[first, len as u8]);
-    } else if let Ok(len) = u16::try_from(len) {
-        let [high, low] = len.to_be_bytes();
-        out.extend_from_slice(&[first, 126, high, low]);
-    } else {
-        out.extend_from_slice(&[first, 127]);
-        out.extend_from_slice(&(len as u64).to_be_bytes());
-    }
+    write_head(out, 0x80 | opcode as u8, payload.len());
     out.extend_from_slice(payload);
+}
+
+/// Appends a frame head: `first` (FIN, RSV1 and the opcode) and the
+/// shortest encoding of `len`.
+pub(crate) fn write_head(out: &mut BytesMut, first: u8, len: usize) {
+    let (head, head_len) = frame_head(first, len);
+    out.extend_from_slice(&head[..head_len]);
+}
+
+/// A frame head and how many of its bytes are used.
+pub(crate) fn frame_head(first: u8, len: usize) -> ([u8; 10], usize) {
+    let mut head = [0u8; 10];
+    head[0] = first;
+    if len < 126 {
+        head[1] = len as u8;
+        (head, 2)
+    } else if let Ok(len) = u16::try_from(len) {
+        head[1] = 126;
+        head[2..4].copy_from_slice(&len.to_be_bytes());
+        (head, 4)
+    } else {
+        head[1] = 127;
+        head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        (head, 10)
+    }
+}
+
+/// How long the head of a frame carrying `len` bytes is.
+pub(crate) fn head_len(len: usize) -> usize {
+    match len {
+        0..=125 => 2,
+        126..=0xffff => 4,
+        _ => 10,
+    }
 }
 
 /// Appends a close frame with `code` and `reason` (at most 123 bytes, so

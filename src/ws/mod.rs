@@ -6,9 +6,11 @@
 //! each read and writes one batch, and the fuzz target drives it with
 //! arbitrary bytes cut at arbitrary points.
 //!
-//! permessage-deflate (RFC 7692) is not offered: a server that does not
-//! answer the extension in its 101 has the client send plain frames.
+//! permessage-deflate (RFC 7692), when a route offers it, is `deflate`:
+//! the negotiation, and each message compressed or inflated (the decoder
+//! inflates as frames arrive, the connection's writers compress).
 
+pub(crate) mod deflate;
 pub(crate) mod frame;
 pub(crate) mod handshake;
 pub(crate) mod session;

@@ -20,9 +20,14 @@
 //! assembled message is kept in one buffer reused from message to message
 //! (given back past `KEEP_CAPACITY`), so an echo allocates nothing once
 //! warm.
+//!
+//! With permessage-deflate agreed (`Session::with_inflate`), a message
+//! whose first frame has RSV1 set is inflated as its frames arrive, into
+//! the same buffer, and the limit and UTF-8 apply to what it inflates to.
 
 use bytes::BytesMut;
 
+use crate::ws::deflate::{Agreed, Inflate, InflateError, RSV1};
 use crate::ws::frame::{write_frame, Opcode};
 use crate::ws::utf8::Utf8Progress;
 
@@ -94,7 +99,23 @@ pub(crate) struct Session {
     control_len: usize,
     /// Whole frames received, control frames included.
     frames: u64,
+    /// permessage-deflate, if agreed.
+    inflate: Option<Inflate>,
+    /// The open message is compressed.
+    compressed: bool,
+    /// Its compressed bytes so far.
+    wire: u64,
 }
+
+/// Compressed bytes are checked at the frame head too, against the limit
+/// and a little more: deflate grows incompressible data by its block
+/// headers, 5 bytes in 64 KiB.
+fn wire_limit(max_message: usize) -> u64 {
+    (max_message as u64).saturating_add(max_message as u64 / 4096 + 64)
+}
+
+/// Unmasked compressed bytes are inflated in pieces of this size.
+const INFLATE_PIECE: usize = 4096;
 
 impl Session {
     /// A session refusing messages over `max_message` bytes (1009).
@@ -109,6 +130,27 @@ impl Session {
             control: [0; 125],
             control_len: 0,
             frames: 0,
+            inflate: None,
+            compressed: false,
+            wire: 0,
+        }
+    }
+
+    /// The session of a connection that agreed to permessage-deflate.
+    pub(crate) fn with_inflate(mut self, agreed: &Agreed) -> Session {
+        self.inflate = Some(Inflate::new(agreed));
+        self
+    }
+
+    /// Compressed bytes received and what they inflated to, since the
+    /// last call (for `/metrics`).
+    pub(crate) fn take_inflated(&mut self) -> (u64, u64) {
+        match &mut self.inflate {
+            Some(inflate) => (
+                std::mem::take(&mut inflate.wire),
+                std::mem::take(&mut inflate.inflated),
+            ),
+            None => (0, 0),
         }
     }
 
@@ -184,8 +226,13 @@ impl Session {
         let [first, second] = [self.head[0], self.head[1]];
         let fin = first & 0x80 != 0;
         let opcode = first & 0x0f;
-        // No extension was agreed, so no reserved bit may be set.
-        if first & 0x70 != 0 || second & 0x80 == 0 {
+        // RSV2 and RSV3 mean nothing here; RSV1 marks a compressed
+        // message, on its first frame only, if permessage-deflate was
+        // agreed (RFC 7692 §6).
+        if first & 0x30 != 0 || second & 0x80 == 0 {
+            return Err(PROTOCOL_ERROR);
+        }
+        if first & RSV1 != 0 && (self.inflate.is_none() || !matches!(opcode, 0x1 | 0x2)) {
             return Err(PROTOCOL_ERROR);
         }
         match opcode {
@@ -226,7 +273,16 @@ impl Session {
             read: 0,
         };
         if frame.opcode & 0x8 == 0 {
-            if (self.message.len() as u64).saturating_add(len) > self.max_message as u64 {
+            if frame.opcode != 0 {
+                self.compressed = head[0] & RSV1 != 0;
+            }
+            if self.compressed {
+                // What it inflates to is checked as it inflates.
+                self.wire = self.wire.saturating_add(len);
+                if self.wire > wire_limit(self.max_message) {
+                    return Err(TOO_BIG);
+                }
+            } else if (self.message.len() as u64).saturating_add(len) > self.max_message as u64 {
                 return Err(TOO_BIG);
             }
             if frame.opcode != 0 {
@@ -235,7 +291,9 @@ impl Session {
                     _ => Kind::Binary,
                 });
             }
-            self.message.reserve(len as usize);
+            if !self.compressed {
+                self.message.reserve(len as usize);
+            }
         } else {
             self.control_len = 0;
         }
@@ -256,11 +314,34 @@ impl Session {
             unmask(control, frame.mask, phase);
             return Ok(());
         }
-        let start = self.message.len();
-        self.message.extend_from_slice(chunk);
-        unmask(&mut self.message[start..], frame.mask, phase);
+        if self.compressed {
+            self.inflate_chunk(chunk, frame.mask, phase)?;
+        } else {
+            let start = self.message.len();
+            self.message.extend_from_slice(chunk);
+            unmask(&mut self.message[start..], frame.mask, phase);
+        }
         if self.kind == Some(Kind::Text) && self.utf8.extend(&self.message).is_err() {
             return Err(INVALID_DATA);
+        }
+        Ok(())
+    }
+
+    /// Unmasks a compressed `chunk` piece by piece and inflates it onto the
+    /// message.
+    fn inflate_chunk(&mut self, chunk: &[u8], mask: [u8; 4], mut phase: usize) -> Result<(), u16> {
+        let Some(inflate) = self.inflate.as_mut() else {
+            return Err(PROTOCOL_ERROR);
+        };
+        let mut piece = [0u8; INFLATE_PIECE];
+        for part in chunk.chunks(INFLATE_PIECE) {
+            let piece = &mut piece[..part.len()];
+            piece.copy_from_slice(part);
+            unmask(piece, mask, phase);
+            phase = (phase + part.len()) % 4;
+            inflate
+                .inflate(piece, &mut self.message, self.max_message)
+                .map_err(inflate_code)?;
         }
         Ok(())
     }
@@ -280,12 +361,22 @@ impl Session {
             0xa => {}
             0x8 => {
                 let code = close_code(control)?;
-                self.stage = Stage::Ended;
-                self.message = Vec::new();
+                self.end();
                 on_event(Event::Close { code }, out);
             }
             _ if !frame.fin => {}
             _ => {
+                if std::mem::take(&mut self.compressed) {
+                    self.wire = 0;
+                    if let Some(inflate) = self.inflate.as_mut() {
+                        inflate
+                            .finish(&mut self.message, self.max_message)
+                            .map_err(inflate_code)?;
+                    }
+                    if self.kind == Some(Kind::Text) && self.utf8.extend(&self.message).is_err() {
+                        return Err(INVALID_DATA);
+                    }
+                }
                 let kind = self.kind.take();
                 if kind == Some(Kind::Text) {
                     self.utf8.finish(&self.message).map_err(|_| INVALID_DATA)?;
@@ -311,9 +402,25 @@ impl Session {
         out: &mut BytesMut,
         on_event: &mut impl FnMut(Event<'_>, &mut BytesMut),
     ) {
+        self.end();
+        on_event(Event::Fail(code), out);
+    }
+
+    /// Nothing more is read: the message buffer and any decompressor go.
+    fn end(&mut self) {
         self.stage = Stage::Ended;
         self.message = Vec::new();
-        on_event(Event::Fail(code), out);
+        if let Some(inflate) = self.inflate.as_mut() {
+            inflate.release();
+        }
+    }
+}
+
+/// The close code for a message that could not be inflated.
+fn inflate_code(error: InflateError) -> u16 {
+    match error {
+        InflateError::TooBig => TOO_BIG,
+        InflateError::Corrupt => INVALID_DATA,
     }
 }
 

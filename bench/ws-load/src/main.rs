@@ -4,6 +4,7 @@
 //!     ws-load --url ws://127.0.0.1:9000/ws --connections 64 --size 32 --duration 10
 //!             [--rate R] [--threads 2] [--warmup 2]
 //!     ws-load --url ws://127.0.0.1:9002/chat --broadcast --members 1000 --rate 100
+//!     ws-load --url ws://127.0.0.1:9000/ws --deflate --size 1024
 //!
 //! Echo, closed loop (no `--rate`): each connection sends its next message
 //! when the echo of the last comes back; the result is round trips per
@@ -18,9 +19,18 @@
 //! carrying the time it fell due, and every member's receipt is a sample of
 //! the latency from due to delivery.
 //!
+//! Echo with `--deflate`: each connection offers permessage-deflate (as a
+//! browser does, `permessage-deflate; client_max_window_bits`) and needs
+//! it answered; its message is `--size` bytes of JSON text, compressed
+//! once before the run (a client may always compress each message on its
+//! own) and sent with RSV1. Echoes are counted by their frames, not
+//! inflated.
+//!
 //! It prints one JSON object: what ran, the messages counted, their rate,
-//! and latency percentiles in microseconds. mio, a few threads, a state
-//! machine per connection; nothing allocates per message.
+//! the echoes received over the whole run, warm-up included
+//! (`messages_all`, to divide a server's CPU time by), and latency
+//! percentiles in microseconds. mio, a few threads, a state machine per
+//! connection; nothing allocates per message.
 
 mod stats;
 
@@ -49,11 +59,12 @@ struct Options {
     rate: Option<f64>,
     threads: usize,
     broadcast: bool,
+    deflate: bool,
 }
 
 fn usage() -> &'static str {
     "usage: ws-load --url ws://HOST:PORT/PATH [--connections N] [--size BYTES] [--duration S]\n\
-     \x20              [--rate R] [--threads T] [--warmup S] [--broadcast --members N]"
+     \x20              [--rate R] [--threads T] [--warmup S] [--broadcast --members N] [--deflate]"
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -69,6 +80,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         rate: None,
         threads: 2,
         broadcast: false,
+        deflate: false,
     };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
@@ -83,6 +95,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--rate" => options.rate = Some(number(value()?)?),
             "--threads" => options.threads = (number(value()?)? as usize).max(1),
             "--broadcast" => options.broadcast = true,
+            "--deflate" => options.deflate = true,
             other => return Err(format!("unknown option {other}\n{}", usage())),
         }
     }
@@ -132,13 +145,48 @@ fn frame_of(first: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
     frame
 }
 
+/// `size` bytes of JSON text: an array of small records, as a feed sends.
+fn json(size: usize) -> Vec<u8> {
+    let mut text = String::from("[");
+    let mut i = 0;
+    while text.len() < size {
+        text.push_str(&format!(
+            "{{\"id\":{i},\"user\":\"user{i}\",\"online\":{},\"score\":{}}},",
+            i % 3 == 0,
+            i * 37 % 101
+        ));
+        i += 1;
+    }
+    text.truncate(size.saturating_sub(1));
+    text.push(']');
+    text.truncate(size);
+    text.into_bytes()
+}
+
+/// `message` deflated as one permessage-deflate message: sync-flushed,
+/// without the flush's trailing `00 00 ff ff` (RFC 7692 §7.2.1).
+fn deflated(message: &[u8]) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let mut compressor = Compress::new(Compression::new(6), false);
+    let mut out = Vec::with_capacity(message.len() * 2 + 64);
+    let _ = compressor.compress_vec(message, &mut out, FlushCompress::Sync);
+    if out.ends_with(&[0, 0, 0xff, 0xff]) {
+        out.truncate(out.len() - 4);
+    }
+    out
+}
+
 /// Opens a WebSocket (blocking handshake), then hands the stream to mio.
 fn connect(options: &Options) -> io::Result<TcpStream> {
     let mut stream = std::net::TcpStream::connect(options.addr)?;
     stream.set_nodelay(true)?;
+    let offer = match options.deflate {
+        true => "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n",
+        false => "",
+    };
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{offer}\r\n",
         options.path, options.host
     );
     stream.write_all(request.as_bytes())?;
@@ -151,6 +199,10 @@ fn connect(options: &Options) -> io::Result<TcpStream> {
     if !head.starts_with(b"HTTP/1.1 101") {
         let head = String::from_utf8_lossy(&head).into_owned();
         return Err(io::Error::other(format!("no upgrade: {head}")));
+    }
+    let lower = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    if options.deflate && !lower.contains("sec-websocket-extensions: permessage-deflate") {
+        return Err(io::Error::other("permessage-deflate was not agreed"));
     }
     stream.set_nonblocking(true)?;
     Ok(TcpStream::from_std(stream))
@@ -234,10 +286,12 @@ fn run(options: Options) -> io::Result<String> {
         .collect();
     let mut histogram = Histogram::default();
     let mut messages = 0u64;
+    let mut messages_all = 0u64;
     for handle in handles {
-        let (part, count) = handle.join().map_err(|_| io::Error::other("a thread panicked"))??;
+        let (part, count, all) = handle.join().map_err(|_| io::Error::other("a thread panicked"))??;
         histogram.merge(&part);
         messages += count;
+        messages_all += all;
     }
     let seconds = options.duration.as_secs_f64();
     let mode = match (options.broadcast, options.rate) {
@@ -247,27 +301,35 @@ fn run(options: Options) -> io::Result<String> {
     };
     Ok(format!(
         "{{\"mode\":\"{mode}\",\"connections\":{},\"size\":{},\"duration_s\":{seconds},\
-         \"rate\":{},\"messages\":{messages},\"per_second\":{:.1},\"latency_us\":{}}}",
+         \"rate\":{},\"deflate\":{},\"messages\":{messages},\"messages_all\":{messages_all},\
+         \"per_second\":{:.1},\"latency_us\":{}}}",
         options.connections,
         options.size,
         options.rate.map_or("null".to_string(), |r| r.to_string()),
+        options.deflate,
         messages as f64 / seconds,
         histogram.json()
     ))
 }
 
 /// Runs one thread's connections until the end; returns the latencies
-/// measured and the messages counted.
+/// measured, the messages counted, and every echo received.
 fn drive(
     part: Vec<(usize, TcpStream)>,
     shared: &Shared,
     barrier: &Barrier,
-) -> io::Result<(Histogram, u64)> {
+) -> io::Result<(Histogram, u64, u64)> {
     let options = &shared.options;
     let mut poll = Poll::new()?;
     let mut conns = Vec::with_capacity(part.len());
-    let payload: Vec<u8> = (0..options.size).map(|i| i as u8).collect();
-    let frame = client_frame(&payload, [0x12, 0x34, 0x56, 0x78]);
+    let frame = match options.deflate {
+        // Text, FIN and RSV1.
+        true => frame_of(0xc1, &deflated(&json(options.size)), [0x12, 0x34, 0x56, 0x78]),
+        false => {
+            let payload: Vec<u8> = (0..options.size).map(|i| i as u8).collect();
+            client_frame(&payload, [0x12, 0x34, 0x56, 0x78])
+        }
+    };
     // Open loop: each echo connection's share of the rate, its schedule
     // offset so connections do not all send at once.
     let per_connection = options.rate.map(|rate| rate / options.connections.max(1) as f64);
@@ -311,6 +373,7 @@ fn drive(
     }
     let mut histogram = Histogram::default();
     let mut messages = 0u64;
+    let mut messages_all = 0u64;
     let mut events = Events::with_capacity(1024);
     let mut buf = vec![0u8; 64 * 1024];
     let mut stamped = vec![b'x'; options.size.max(16)];
@@ -369,6 +432,7 @@ fn drive(
                 let received = Instant::now();
                 let mut input = &buf[..len];
                 while let Some(stamp) = next_message(conn, &mut input) {
+                    messages_all += 1;
                     let due = match (options.broadcast, stamp) {
                         (true, Some(nanos)) => Some(shared.start + Duration::from_nanos(nanos)),
                         (true, None) => None,
@@ -390,7 +454,7 @@ fn drive(
             }
         }
     }
-    Ok((histogram, messages))
+    Ok((histogram, messages, messages_all))
 }
 
 /// Writes what the connection has queued, as far as the socket takes it.

@@ -24,10 +24,11 @@ use crate::request_stream::Upgraded;
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::timeouts::Expiry;
 use crate::runtime::wakeup::{EXPIRE, HANGUP, MAIL, READY};
-use crate::websocket::context::{CloseAsked, WsContext};
+use crate::websocket::context::{write_outgoing, CloseAsked, WsContext};
 use crate::websocket::handle::{cost, Mail, WsHandle};
 use crate::websocket::outgoing::OutgoingKind;
 use crate::websocket::{Closed, Message, WebSocket};
+use crate::ws::deflate::Deflate;
 use crate::ws::frame::{write_close, write_frame, Opcode};
 use crate::ws::session::{Event, Session};
 
@@ -51,6 +52,8 @@ struct Peer {
     close: Option<CloseAsked>,
     /// The actor panicked: it is not called again.
     failed: bool,
+    /// permessage-deflate's sending side, if agreed.
+    deflate: Option<Deflate>,
 }
 
 impl Peer {
@@ -73,6 +76,7 @@ impl Peer {
             handle: &self.handle,
             close: &mut self.close,
             written: &mut written,
+            deflate: self.deflate.as_mut(),
         };
         let actor = &mut *self.actor;
         let called = panic::catch_unwind(AssertUnwindSafe(|| f(actor, &mut context)));
@@ -113,6 +117,20 @@ impl WsSession {
     pub(super) fn events(&self) -> u64 {
         self.events
     }
+
+    /// Bytes through permessage-deflate since the last call: sent before
+    /// and after compression, received before and after inflating.
+    fn take_compression_counts(&mut self) -> [u64; 4] {
+        let (sent_plain, sent_wire) = match &mut self.peer.deflate {
+            Some(deflate) => (
+                std::mem::take(&mut deflate.plain),
+                std::mem::take(&mut deflate.wire),
+            ),
+            None => (0, 0),
+        };
+        let (received_wire, received_plain) = self.frames.take_inflated();
+        [sent_plain, sent_wire, received_wire, received_plain]
+    }
 }
 
 impl Connection {
@@ -130,13 +148,19 @@ impl Connection {
         let limits = self.shared.routes().websocket_limits();
         let handle = self.shared.open_websocket(self.token.0, limits.outbound);
         self.count(|m| &m.websocket_upgrades, 1);
+        let Upgraded(actor, agreed) = upgraded;
+        let frames = Session::new(limits.max_message);
         self.websocket = Some(Box::new(WsSession {
-            frames: Session::new(limits.max_message),
+            frames: match &agreed {
+                Some(agreed) => frames.with_inflate(agreed),
+                None => frames,
+            },
             peer: Peer {
-                actor: upgraded.0,
+                actor,
                 handle,
                 close: None,
                 failed: false,
+                deflate: agreed.as_ref().map(Deflate::new),
             },
             mail: VecDeque::new(),
             closing: Closing::Open,
@@ -260,6 +284,10 @@ impl Connection {
         let (received, sent) = context.run_as(&address, |sender| f(session, out, sender));
         if let Some(metrics) = shared.metrics() {
             count_messages(metrics, received, sent);
+            if session.peer.deflate.is_some() {
+                let counts = session.take_compression_counts();
+                metrics.websocket_deflate(counts);
+            }
         }
     }
 
@@ -338,20 +366,15 @@ impl Connection {
                         if peer.close.is_some() {
                             continue;
                         }
-                        match message.kind {
-                            OutgoingKind::Text => write_frame(out, Opcode::Text, &message.payload),
-                            OutgoingKind::Binary => {
-                                write_frame(out, Opcode::Binary, &message.payload)
-                            }
-                            OutgoingKind::Close(code) => {
-                                peer.close = Some(CloseAsked {
-                                    code,
-                                    reason: message.payload.to_vec(),
-                                    cut: false,
-                                });
-                                continue;
-                            }
+                        if let OutgoingKind::Close(code) = message.kind {
+                            peer.close = Some(CloseAsked {
+                                code,
+                                reason: message.payload.to_vec(),
+                                cut: false,
+                            });
+                            continue;
                         }
+                        write_outgoing(out, peer.deflate.as_mut(), &message);
                         sent += 1;
                     }
                     Mail::Envelope(envelope) => {

@@ -176,3 +176,126 @@ fn every_whole_frame_is_counted_control_frames_too() {
     session.feed(&input[input.len() - 1..], &mut out, |_, _| {});
     assert_eq!(session.frames(), 4);
 }
+
+/// permessage-deflate as the default agreement has it.
+fn deflate_agreed() -> crate::ws::deflate::Agreed {
+    let config = crate::ws::deflate::WsDeflate::default();
+    crate::ws::deflate::negotiate(&config, std::iter::once(&b"permessage-deflate"[..]))
+        .unwrap()
+        .0
+}
+
+/// `message` compressed as a client sends it: sync-flushed, trailer off.
+fn compressed(message: &[u8]) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let mut compressor = Compress::new(Compression::new(6), false);
+    let mut out = Vec::with_capacity(message.len() + 64);
+    compressor
+        .compress_vec(message, &mut out, FlushCompress::Sync)
+        .unwrap();
+    assert!(out.ends_with(&[0, 0, 0xff, 0xff]));
+    out.truncate(out.len() - 4);
+    out
+}
+
+/// What a deflate session makes of `input` in pieces of `step`.
+fn decode_deflate(input: &[u8], step: usize, max: usize) -> (Vec<String>, Session) {
+    let mut session = Session::new(max).with_inflate(&deflate_agreed());
+    let mut out = BytesMut::new();
+    let mut events = Vec::new();
+    for piece in input.chunks(step.max(1)) {
+        session.feed(piece, &mut out, |event, _| {
+            events.push(format!("{event:?}"))
+        });
+    }
+    (events, session)
+}
+
+#[test]
+fn compressed_messages_inflate_however_the_bytes_are_cut() {
+    let text = "κόσμε, ".repeat(40);
+    let mut whole = frame(true, 1, &compressed(text.as_bytes()));
+    whole[0] |= 0x40;
+    // The same text in three fragments: RSV1 on the first only.
+    let payload = compressed(text.as_bytes());
+    let (a, rest) = payload.split_at(3);
+    let (b, c) = rest.split_at(rest.len() / 2);
+    let mut fragmented = frame(false, 1, a);
+    fragmented[0] |= 0x40;
+    fragmented.extend(frame(true, 9, b"ping"));
+    fragmented.extend(frame(false, 0, b));
+    fragmented.extend(frame(true, 0, c));
+    // And a plain message after them.
+    fragmented.extend(frame(true, 1, b"plain"));
+    for step in [1, 2, 5, 1000] {
+        let (events, session) = decode_deflate(&whole, step, 1 << 20);
+        assert_eq!(
+            events,
+            [format!("Text({text:?})")],
+            "whole, in pieces of {step}"
+        );
+        let (events, session_2) = decode_deflate(&fragmented, step, 1 << 20);
+        assert_eq!(
+            events,
+            [format!("Text({text:?})"), r#"Text("plain")"#.to_string()],
+            "fragmented, in pieces of {step}"
+        );
+        // Between messages, no decompressor is held.
+        for session in [session, session_2] {
+            assert!(!session.inflate.as_ref().unwrap().holds_state());
+        }
+    }
+}
+
+#[test]
+fn rsv1_where_it_has_no_meaning_is_a_protocol_error() {
+    let mut ping = frame(true, 9, b"");
+    ping[0] |= 0x40;
+    let mut continuation = frame(false, 2, &compressed(b"abc"));
+    continuation[0] |= 0x40;
+    let mut second = frame(true, 0, b"");
+    second[0] |= 0x40;
+    continuation.extend(second);
+    let mut rsv2 = frame(true, 2, b"");
+    rsv2[0] |= 0x20;
+    for input in [ping, continuation, rsv2] {
+        assert_eq!(
+            decode_deflate(&input, 1000, 1 << 20).0,
+            ["Fail(1002)"],
+            "{input:?}"
+        );
+    }
+    // Without the extension agreed, RSV1 on a message is one too.
+    let mut message = frame(true, 1, &compressed(b"hi"));
+    message[0] |= 0x40;
+    assert_eq!(events(&message).0, ["Fail(1002)"]);
+}
+
+#[test]
+fn the_limit_holds_on_what_a_message_inflates_to() {
+    let zeros = compressed(&[0; 100_000]);
+    assert!(zeros.len() < 1000);
+    let mut bomb = frame(true, 2, &zeros);
+    bomb[0] |= 0x40;
+    let (events, session) = decode_deflate(&bomb, 1000, 10_000);
+    assert_eq!(events, ["Fail(1009)"]);
+    assert!(!session.inflate.as_ref().unwrap().holds_state());
+    // Across fragments too, and at exactly the limit it is whole.
+    let payload = compressed(&[0; 10_000]);
+    let (a, b) = payload.split_at(payload.len() / 2);
+    let mut fits = frame(false, 2, a);
+    fits[0] |= 0x40;
+    fits.extend(frame(true, 0, b));
+    assert_eq!(decode_deflate(&fits, 7, 10_000).0.len(), 1);
+    assert_eq!(decode_deflate(&fits, 7, 9_999).0, ["Fail(1009)"]);
+}
+
+#[test]
+fn inflated_text_must_be_utf8_and_corrupt_data_is_1007() {
+    let mut bad_text = frame(true, 1, &compressed(&[b'a', 0xff, b'b']));
+    bad_text[0] |= 0x40;
+    assert_eq!(decode_deflate(&bad_text, 1000, 1 << 20).0, ["Fail(1007)"]);
+    let mut corrupt = frame(true, 2, &[0xff, 0xff, 0xff]);
+    corrupt[0] |= 0x40;
+    assert_eq!(decode_deflate(&corrupt, 1000, 1 << 20).0, ["Fail(1007)"]);
+}
