@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from markdown_report import report, run_facts
+from markdown_report import report, run_facts, table
 from servers import (BenchError, first_log_line, group_cpu_seconds, log_tail, start_server, stop_server,
                      wait_until_accepting)
 
@@ -656,9 +656,10 @@ def main(argv):
         if not args.markdown:
             print(f"$ {command}\n")
         for i, (text, header, cells, text_columns) in enumerate(tables):
-            if args.markdown:
-                facts = run_facts(REPO_ROOT, command)
-                print(report(facts, text, header, cells, text_columns))
+            if args.markdown and i == 0:
+                print(report(run_facts(REPO_ROOT, command), text, header, cells, text_columns))
+            elif args.markdown:  # the run's facts are above the first table
+                print("\n".join([text, "", *table(header, cells, text_columns)]))
             else:
                 print(f"{text}\n")
                 print_plain(header, cells, text_columns)
