@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Self-check of bench/run's parsing, shape planning, tables (plain and Markdown),
-SVG writer, and where it finds the binaries it builds.
+"""Self-check of bench/run's parsing (wrk, oha, h2load), shape planning, tables (plain
+and Markdown), SVG writer, and where it finds the binaries it builds.
 
 Runs without wrk, oha or a server: the load generators' output comes from real
 runs saved in bench/testdata/. Run it with `python3 bench/test_bench.py`.
@@ -435,6 +435,97 @@ class ClusterTable(unittest.TestCase):
         finally:
             os.killpg(leader.pid, signal.SIGKILL)
             leader.wait()
+
+
+class H2loadParsing(unittest.TestCase):
+    """bench/run --h2: h2load's summary, saved from h2load 1.52 against nginx."""
+
+    def test_timed_run(self):
+        from h2bench import parse_h2load
+        r = parse_h2load(sample("h2load-h2c.txt"))  # h2load -c4 -m4 -D 1, h2c, `hello\n`
+        self.assertEqual(r["rps"], 4000.0)
+        self.assertEqual(r["requests"], 4000)  # succeeded: the CPU per request divides by it
+        self.assertEqual(r["done"], 4006)
+        self.assertEqual(r["non_2xx"], 0)
+        self.assertEqual(r["unanswered"], 6)  # in flight when -D ran out
+        self.assertEqual(r["protocol"], "h2c")
+        self.assertAlmostEqual(r["body_bytes"], 24000 / 4006)
+
+    def test_non_2xx(self):
+        from h2bench import parse_h2load
+        r = parse_h2load(sample("h2load-404.txt"))
+        self.assertEqual((r["requests"], r["non_2xx"], r["unanswered"]), (0, 2000, 0))
+
+    def test_refused_has_no_protocol(self):
+        from h2bench import parse_h2load
+        r = parse_h2load(sample("h2load-refused.txt"))
+        self.assertEqual((r["rps"], r["requests"], r["unanswered"]), (0.0, 0, 10))
+        self.assertIsNone(r["protocol"])
+
+    def test_not_h2load_output_is_a_bench_error(self):
+        from h2bench import parse_h2load
+        with self.assertRaises(BenchError):
+            parse_h2load("Requests/sec: 100\n")
+
+
+class H2Frames(unittest.TestCase):
+    """bench/run --h2's idle connections: the frames they write and read."""
+
+    def test_settings_and_ack(self):
+        from h2bench import ACK, SETTINGS, frame
+        self.assertEqual(frame(SETTINGS), bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+        self.assertEqual(frame(SETTINGS, ACK), bytes([0, 0, 0, 4, 1, 0, 0, 0, 0]))
+
+    def test_split_keeps_a_partial_frame(self):
+        from h2bench import SETTINGS, frame, split_frames
+        settings = frame(SETTINGS, payload=bytes([0, 3, 0, 0, 0, 100]))  # MAX_CONCURRENT_STREAMS 100
+        window = frame(8, stream=0, payload=(65535).to_bytes(4, "big"))
+        frames, rest = split_frames(settings + window[:5])
+        self.assertEqual(frames, [(SETTINGS, 0, 0, bytes([0, 3, 0, 0, 0, 100]))])
+        self.assertEqual(rest, window[:5])
+        frames, rest = split_frames(rest + window[5:])
+        self.assertEqual(frames, [(8, 0, 0, (65535).to_bytes(4, "big"))])
+        self.assertEqual(rest, b"")
+
+    def test_stream_reserved_bit_is_ignored(self):
+        from h2bench import split_frames
+        frames, _ = split_frames(bytes([0, 0, 0, 1, 4, 0x80, 0, 0, 3]))
+        self.assertEqual(frames[0][2], 3)
+
+
+class H2Table(unittest.TestCase):
+    """bench/run --h2: medians, ratios to nginx and actix, and the idle table."""
+
+    def load(self, rps, cpu_us, non_2xx=0):
+        return {"rps": rps, "cpu_us": cpu_us, "non_2xx": non_2xx}
+
+    def test_rows_compare_with_nginx_and_actix(self):
+        from h2bench import load_table, summary
+        results = {"tls-m16": {"ours-local": [self.load(90000, 10), self.load(110000, 8), self.load(100000, 9)],
+                               "nginx": [self.load(50000, 18, non_2xx=1)],
+                               "actix": [self.load(80000, 12)]}}
+        header, cells = load_table(summary(results))
+        self.assertEqual(header[-2:], ["vs nginx", "vs actix"])
+        self.assertEqual(cells[0], ["tls-m16", "ours-local", "100000", "9.0 us", "0",
+                                    "rps 2.00x, CPU/req 0.50x", "rps 1.25x, CPU/req 0.75x"])
+        self.assertEqual(cells[1][4:], ["1", "", "rps 0.62x, CPU/req 1.50x"])
+        self.assertEqual(cells[2][-1], "")
+
+    def test_idle_rows_compare_memory_per_connection(self):
+        from h2bench import idle_table, summary
+        idle = {"rss_before": 8 * 2**20, "per_conn": 10 * 1024, "idle_cpu": 0.0, "open": 1000}
+        results = {"idle": {"ours-local": [idle], "nginx": [dict(idle, per_conn=40 * 1024, idle_cpu=0.1)]}}
+        header, cells = idle_table(summary(results)["idle"])
+        self.assertEqual(cells[0], ["ours-local", "8.0 MiB", "10.0 KiB", "0.00%", "1000", "0.25x", "-"])
+        self.assertEqual(cells[1][3:], ["0.10%", "1000", "", "-"])
+
+    def test_unknown_load_or_row_exits_2(self):
+        from h2bench import parse_args
+        for argv in (["--loads", "tls-m3"], ["--only", "apache"], ["--rounds", "0"]):
+            with self.assertRaises(SystemExit) as stop, redirect_stdout(io.StringIO()), \
+                    mock.patch("sys.stderr", io.StringIO()):
+                parse_args(argv)
+            self.assertEqual(stop.exception.code, 2)
 
 
 if __name__ == "__main__":
