@@ -85,7 +85,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let mut args = args.iter();
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
-        let number = |text: &String| text.parse::<f64>().map_err(|_| format!("{flag}: not a number: {text}"));
+        let number = |text: &String| {
+            text.parse::<f64>()
+                .map_err(|_| format!("{flag}: not a number: {text}"))
+        };
         match flag.as_str() {
             "--url" => url = Some(value()?.clone()),
             "--connections" | "--members" => options.connections = number(value()?)? as usize,
@@ -288,7 +291,9 @@ fn run(options: Options) -> io::Result<String> {
     let mut messages = 0u64;
     let mut messages_all = 0u64;
     for handle in handles {
-        let (part, count, all) = handle.join().map_err(|_| io::Error::other("a thread panicked"))??;
+        let (part, count, all) = handle
+            .join()
+            .map_err(|_| io::Error::other("a thread panicked"))??;
         histogram.merge(&part);
         messages += count;
         messages_all += all;
@@ -324,7 +329,11 @@ fn drive(
     let mut conns = Vec::with_capacity(part.len());
     let frame = match options.deflate {
         // Text, FIN and RSV1.
-        true => frame_of(0xc1, &deflated(&json(options.size)), [0x12, 0x34, 0x56, 0x78]),
+        true => frame_of(
+            0xc1,
+            &deflated(&json(options.size)),
+            [0x12, 0x34, 0x56, 0x78],
+        ),
         false => {
             let payload: Vec<u8> = (0..options.size).map(|i| i as u8).collect();
             client_frame(&payload, [0x12, 0x34, 0x56, 0x78])
@@ -332,13 +341,22 @@ fn drive(
     };
     // Open loop: each echo connection's share of the rate, its schedule
     // offset so connections do not all send at once.
-    let per_connection = options.rate.map(|rate| rate / options.connections.max(1) as f64);
+    let per_connection = options
+        .rate
+        .map(|rate| rate / options.connections.max(1) as f64);
     for (slot, (index, mut stream)) in part.into_iter().enumerate() {
-        poll.registry()
-            .register(&mut stream, Token(slot), Interest::READABLE | Interest::WRITABLE)?;
+        poll.registry().register(
+            &mut stream,
+            Token(slot),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
         let sender = options.broadcast && index == 0;
         let schedule = match (options.broadcast, sender, per_connection) {
-            (true, true, _) => Some(Schedule::new(shared.start, options.rate.unwrap_or(100.0), 0.0)),
+            (true, true, _) => Some(Schedule::new(
+                shared.start,
+                options.rate.unwrap_or(100.0),
+                0.0,
+            )),
             (true, false, _) => None,
             (false, _, Some(rate)) => Some(Schedule::new(
                 shared.start,
@@ -512,7 +530,8 @@ fn next_message(conn: &mut Conn, input: &mut &[u8]) -> Option<Option<u64>> {
             return None;
         }
         let stamp_take = take.min(16 - conn.stamp_have);
-        conn.stamp[conn.stamp_have..conn.stamp_have + stamp_take].copy_from_slice(&input[..stamp_take]);
+        conn.stamp[conn.stamp_have..conn.stamp_have + stamp_take]
+            .copy_from_slice(&input[..stamp_take]);
         conn.stamp_have += stamp_take;
         *input = &input[take..];
         conn.payload_left -= take as u64;

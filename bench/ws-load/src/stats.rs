@@ -111,10 +111,7 @@ mod tests {
         let owed: Vec<Duration> = std::iter::from_fn(|| schedule.take_due(late))
             .map(|due| due - start)
             .collect();
-        assert_eq!(
-            owed,
-            [5, 15, 25].map(Duration::from_millis).to_vec()
-        );
+        assert_eq!(owed, [5, 15, 25].map(Duration::from_millis).to_vec());
         assert_eq!(schedule.next(), start + Duration::from_millis(35));
     }
 }
