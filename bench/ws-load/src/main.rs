@@ -5,6 +5,7 @@
 //!             [--rate R] [--threads 2] [--warmup 2]
 //!     ws-load --url ws://127.0.0.1:9002/chat --broadcast --members 1000 --rate 100
 //!     ws-load --url ws://127.0.0.1:9000/ws --deflate --size 1024
+//!     ws-load --url ws://127.0.0.1:9002/chat --url ws://127.0.0.1:9003/chat --broadcast --hold
 //!
 //! Echo, closed loop (no `--rate`): each connection sends its next message
 //! when the echo of the last comes back; the result is round trips per
@@ -18,6 +19,14 @@
 //! chat example's `/chat`), one more sends `--rate` messages a second, each
 //! carrying the time it fell due, and every member's receipt is a sample of
 //! the latency from due to delivery.
+//!
+//! `--url` more than once (or a comma list): the connections are dealt
+//! round-robin over the URLs (a broadcast's members, 500 on each of two
+//! servers for 1,000; its sender stays on the first URL), and the output
+//! gains `per_url`: each URL's connections, messages counted and latency.
+//! `--hold`: once every connection is open, say `open` on stderr and wait
+//! for a line on stdin before the first message falls due (so a caller
+//! can wait until a room spans its servers).
 //!
 //! Echo with `--deflate`: each connection offers permessage-deflate (as a
 //! browser does, `permessage-deflate; client_max_window_bits`) and needs
@@ -49,9 +58,9 @@ use stats::{Histogram, Schedule};
 /// What to run.
 #[derive(Debug, Clone)]
 struct Options {
-    addr: SocketAddr,
-    host: String,
-    path: String,
+    /// Where the connections go, dealt round-robin; the first has the
+    /// broadcast's sender.
+    targets: Vec<Target>,
     connections: usize,
     size: usize,
     duration: Duration,
@@ -60,19 +69,49 @@ struct Options {
     threads: usize,
     broadcast: bool,
     deflate: bool,
+    hold: bool,
+}
+
+/// One `--url`: where to connect and what to ask for.
+#[derive(Debug, Clone)]
+struct Target {
+    url: String,
+    addr: SocketAddr,
+    host: String,
+    path: String,
+}
+
+impl Target {
+    fn parse(url: &str) -> Result<Target, String> {
+        let rest = url.strip_prefix("ws://").ok_or("only ws:// URLs")?;
+        let (authority, path) = match rest.find('/') {
+            Some(slash) => rest.split_at(slash),
+            None => (rest, "/"),
+        };
+        let addr = authority
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| format!("cannot resolve {authority}"))?;
+        Ok(Target {
+            url: url.to_string(),
+            addr,
+            host: authority.to_string(),
+            path: path.to_string(),
+        })
+    }
 }
 
 fn usage() -> &'static str {
-    "usage: ws-load --url ws://HOST:PORT/PATH [--connections N] [--size BYTES] [--duration S]\n\
-     \x20              [--rate R] [--threads T] [--warmup S] [--broadcast --members N] [--deflate]"
+    "usage: ws-load --url ws://HOST:PORT/PATH[,URL...] [--url URL]... [--connections N] [--size BYTES]\n\
+     \x20              [--duration S] [--rate R] [--threads T] [--warmup S] [--broadcast --members N]\n\
+     \x20              [--deflate] [--hold]"
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut url = None;
+    let mut urls: Vec<String> = Vec::new();
     let mut options = Options {
-        addr: "127.0.0.1:9000".parse().unwrap(),
-        host: String::new(),
-        path: "/".into(),
+        targets: Vec::new(),
         connections: 64,
         size: 32,
         duration: Duration::from_secs(10),
@@ -81,6 +120,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         threads: 2,
         broadcast: false,
         deflate: false,
+        hold: false,
     };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
@@ -90,7 +130,12 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 .map_err(|_| format!("{flag}: not a number: {text}"))
         };
         match flag.as_str() {
-            "--url" => url = Some(value()?.clone()),
+            "--url" => urls.extend(
+                value()?
+                    .split(',')
+                    .filter(|u| !u.is_empty())
+                    .map(String::from),
+            ),
             "--connections" | "--members" => options.connections = number(value()?)? as usize,
             "--size" => options.size = number(value()?)? as usize,
             "--duration" => options.duration = Duration::from_secs_f64(number(value()?)?),
@@ -99,22 +144,17 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--threads" => options.threads = (number(value()?)? as usize).max(1),
             "--broadcast" => options.broadcast = true,
             "--deflate" => options.deflate = true,
+            "--hold" => options.hold = true,
             other => return Err(format!("unknown option {other}\n{}", usage())),
         }
     }
-    let url = url.ok_or_else(|| usage().to_string())?;
-    let rest = url.strip_prefix("ws://").ok_or("only ws:// URLs")?;
-    let (authority, path) = match rest.find('/') {
-        Some(slash) => rest.split_at(slash),
-        None => (rest, "/"),
-    };
-    options.addr = authority
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .ok_or_else(|| format!("cannot resolve {authority}"))?;
-    options.host = authority.to_string();
-    options.path = path.to_string();
+    if urls.is_empty() {
+        return Err(usage().to_string());
+    }
+    options.targets = urls
+        .iter()
+        .map(|url| Target::parse(url))
+        .collect::<Result<_, _>>()?;
     if options.size < 16 && options.broadcast {
         options.size = 16;
     }
@@ -179,9 +219,10 @@ fn deflated(message: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Opens a WebSocket (blocking handshake), then hands the stream to mio.
-fn connect(options: &Options) -> io::Result<TcpStream> {
-    let mut stream = std::net::TcpStream::connect(options.addr)?;
+/// Opens a WebSocket to `target` (blocking handshake), then hands the
+/// stream to mio.
+fn connect(options: &Options, target: &Target) -> io::Result<TcpStream> {
+    let mut stream = std::net::TcpStream::connect(target.addr)?;
     stream.set_nodelay(true)?;
     let offer = match options.deflate {
         true => "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n",
@@ -190,7 +231,7 @@ fn connect(options: &Options) -> io::Result<TcpStream> {
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{offer}\r\n",
-        options.path, options.host
+        target.path, target.host
     );
     stream.write_all(request.as_bytes())?;
     let mut head = Vec::new();
@@ -201,7 +242,10 @@ fn connect(options: &Options) -> io::Result<TcpStream> {
     }
     if !head.starts_with(b"HTTP/1.1 101") {
         let head = String::from_utf8_lossy(&head).into_owned();
-        return Err(io::Error::other(format!("no upgrade: {head}")));
+        return Err(io::Error::other(format!(
+            "{}: no upgrade: {head}",
+            target.url
+        )));
     }
     let lower = String::from_utf8_lossy(&head).to_ascii_lowercase();
     if options.deflate && !lower.contains("sec-websocket-extensions: permessage-deflate") {
@@ -227,6 +271,8 @@ struct Conn {
     stamp_have: usize,
     due: std::collections::VecDeque<Instant>,
     schedule: Option<Schedule>,
+    /// Which of the `--url`s it is connected to.
+    target: usize,
 }
 
 /// What the threads share.
@@ -263,8 +309,14 @@ fn run(options: Options) -> io::Result<String> {
     // The sender of a broadcast is one more connection, on thread 0.
     let total = options.connections + usize::from(options.broadcast);
     let mut streams = Vec::with_capacity(total);
-    for _ in 0..total {
-        streams.push(connect(&options)?);
+    for index in 0..total {
+        let target = target_of(&options, index);
+        streams.push((target, connect(&options, &options.targets[target])?));
+    }
+    if options.hold {
+        eprintln!("open");
+        let mut line = String::new();
+        io::stdin().read_line(&mut line)?;
     }
     let threads = options.threads.min(total).max(1);
     let start = Instant::now() + Duration::from_millis(200);
@@ -275,9 +327,9 @@ fn run(options: Options) -> io::Result<String> {
         options: options.clone(),
     });
     let barrier = Arc::new(Barrier::new(threads));
-    let mut parts: Vec<Vec<(usize, TcpStream)>> = (0..threads).map(|_| Vec::new()).collect();
-    for (index, stream) in streams.into_iter().enumerate() {
-        parts[index % threads].push((index, stream));
+    let mut parts: Vec<Vec<(usize, usize, TcpStream)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (index, (target, stream)) in streams.into_iter().enumerate() {
+        parts[index % threads].push((index, target, stream));
     }
     let handles: Vec<_> = parts
         .into_iter()
@@ -290,14 +342,40 @@ fn run(options: Options) -> io::Result<String> {
     let mut histogram = Histogram::default();
     let mut messages = 0u64;
     let mut messages_all = 0u64;
+    let targets = options.targets.len();
+    let mut per_target: Vec<(Histogram, u64)> =
+        (0..targets).map(|_| (Histogram::default(), 0)).collect();
     for handle in handles {
-        let (part, count, all) = handle
+        let (parts, all) = handle
             .join()
             .map_err(|_| io::Error::other("a thread panicked"))??;
-        histogram.merge(&part);
-        messages += count;
+        for ((part, count), (target_histogram, target_count)) in parts.iter().zip(&mut per_target) {
+            histogram.merge(part);
+            target_histogram.merge(part);
+            messages += count;
+            *target_count += count;
+        }
         messages_all += all;
     }
+    // Only with more than one URL, so one URL's output stays as it was.
+    let per_url = match targets {
+        1 => String::new(),
+        _ => {
+            let entries: Vec<String> = per_target
+                .iter()
+                .enumerate()
+                .map(|(target, (histogram, count))| {
+                    let connections = (0..total).filter(|&i| target_of(&options, i) == target).count();
+                    format!(
+                        "{{\"url\":\"{}\",\"connections\":{connections},\"messages\":{count},\"latency_us\":{}}}",
+                        options.targets[target].url,
+                        histogram.json()
+                    )
+                })
+                .collect();
+            format!(",\"per_url\":[{}]", entries.join(","))
+        }
+    };
     let seconds = options.duration.as_secs_f64();
     let mode = match (options.broadcast, options.rate) {
         (true, _) => "broadcast",
@@ -307,7 +385,7 @@ fn run(options: Options) -> io::Result<String> {
     Ok(format!(
         "{{\"mode\":\"{mode}\",\"connections\":{},\"size\":{},\"duration_s\":{seconds},\
          \"rate\":{},\"deflate\":{},\"messages\":{messages},\"messages_all\":{messages_all},\
-         \"per_second\":{:.1},\"latency_us\":{}}}",
+         \"per_second\":{:.1},\"latency_us\":{}{per_url}}}",
         options.connections,
         options.size,
         options.rate.map_or("null".to_string(), |r| r.to_string()),
@@ -317,13 +395,24 @@ fn run(options: Options) -> io::Result<String> {
     ))
 }
 
-/// Runs one thread's connections until the end; returns the latencies
-/// measured, the messages counted, and every echo received.
+/// Which `--url` connection `index` goes to: round-robin, the members of
+/// a broadcast dealt after its sender, which stays on the first.
+fn target_of(options: &Options, index: usize) -> usize {
+    let targets = options.targets.len();
+    match options.broadcast {
+        true => index.saturating_sub(1) % targets,
+        false => index % targets,
+    }
+}
+
+/// Runs one thread's connections until the end; returns, per `--url`,
+/// the latencies measured and the messages counted, and every echo
+/// received.
 fn drive(
-    part: Vec<(usize, TcpStream)>,
+    part: Vec<(usize, usize, TcpStream)>,
     shared: &Shared,
     barrier: &Barrier,
-) -> io::Result<(Histogram, u64, u64)> {
+) -> io::Result<(Vec<(Histogram, u64)>, u64)> {
     let options = &shared.options;
     let mut poll = Poll::new()?;
     let mut conns = Vec::with_capacity(part.len());
@@ -344,7 +433,7 @@ fn drive(
     let per_connection = options
         .rate
         .map(|rate| rate / options.connections.max(1) as f64);
-    for (slot, (index, mut stream)) in part.into_iter().enumerate() {
+    for (slot, (index, target, mut stream)) in part.into_iter().enumerate() {
         poll.registry().register(
             &mut stream,
             Token(slot),
@@ -376,6 +465,7 @@ fn drive(
             stamp_have: 0,
             due: std::collections::VecDeque::with_capacity(64),
             schedule,
+            target,
         });
     }
     barrier.wait();
@@ -389,8 +479,9 @@ fn drive(
             conn.out.extend_from_slice(&frame);
         }
     }
-    let mut histogram = Histogram::default();
-    let mut messages = 0u64;
+    let mut measured: Vec<(Histogram, u64)> = (0..options.targets.len())
+        .map(|_| (Histogram::default(), 0))
+        .collect();
     let mut messages_all = 0u64;
     let mut events = Events::with_capacity(1024);
     let mut buf = vec![0u8; 64 * 1024];
@@ -458,8 +549,9 @@ fn drive(
                     };
                     let Some(due) = due else { continue };
                     if due >= shared.measure_from && received < shared.end {
+                        let (histogram, messages) = &mut measured[conn.target];
                         histogram.record(received.saturating_duration_since(due));
-                        messages += 1;
+                        *messages += 1;
                     }
                     if closed_loop {
                         conn.due.push_back(received);
@@ -472,7 +564,7 @@ fn drive(
             }
         }
     }
-    Ok((histogram, messages, messages_all))
+    Ok((measured, messages_all))
 }
 
 /// Writes what the connection has queued, as far as the socket takes it.
@@ -541,6 +633,47 @@ fn next_message(conn: &mut Conn, input: &mut &[u8]) -> Option<Option<u64>> {
                 .filter(|hex| hex.len() == 16)
                 .and_then(|hex| u64::from_str_radix(hex, 16).ok());
             return Some(stamp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str]) -> Options {
+        parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn one_url_takes_every_connection() {
+        let options = options(&["--url", "ws://127.0.0.1:9000/ws", "--connections", "4"]);
+        assert_eq!(options.targets.len(), 1);
+        assert_eq!(options.targets[0].path, "/ws");
+        assert!((0..4).all(|i| target_of(&options, i) == 0));
+    }
+
+    #[test]
+    fn members_are_dealt_round_robin_and_the_sender_stays_on_the_first() {
+        let a = "ws://127.0.0.1:9002/chat";
+        let b = "ws://127.0.0.1:9003/chat";
+        for args in [
+            vec!["--url", a, "--url", b, "--broadcast", "--members", "1000"],
+            vec![
+                "--url",
+                &format!("{a},{b}"),
+                "--broadcast",
+                "--members",
+                "1000",
+            ],
+        ] {
+            let options = options(&args);
+            assert_eq!(options.targets.len(), 2);
+            assert_eq!(options.targets[1].addr.port(), 9003);
+            // Index 0 is the sender; members 1..=1000.
+            assert_eq!(target_of(&options, 0), 0);
+            let on_b = (1..=1000).filter(|&i| target_of(&options, i) == 1).count();
+            assert_eq!(on_b, 500);
         }
     }
 }
