@@ -393,6 +393,39 @@ class WebSocketTable(unittest.TestCase):
         self.assertEqual(rows[0], ("ours-local", ["1.5 KiB", "", "1.0 KiB", "", ""], "1.50x of HTTP"))
         self.assertEqual(rows[1], ("fastwebsockets", ["6.0 KiB", "", "-", "", ""], ""))
 
+    def test_two_node_broadcast_p99_is_against_the_one_node_broadcast(self):
+        import ws
+        two = next(load for load in ws.LOADS if load.key == "broadcast-1000-2nodes")
+        self.assertEqual(two.beside, "broadcast-1000")
+        one_node = [self.result(100000, 400), self.result(100000, 500), self.result(100000, 600)]
+        results = {"chat-2nodes": [self.result(100000, 900), self.result(100000, 800)]}
+        rows = ws.cells_for(two, results, "chat-2nodes", against=one_node)
+        self.assertEqual(rows, [("chat-2nodes", ["100,000", "-", "10", "850", "1,700"], "p99 vs one node 1.70x")])
+        # Without the one-node load in the run there is nothing to divide by.
+        self.assertEqual(ws.cells_for(two, results, "chat-2nodes")[0][2], "")
+
+    def test_the_two_broadcasts_alternate_rounds_when_both_run(self):
+        import ws
+        by_key = {load.key: load for load in ws.LOADS}
+        keys = lambda groups: [[l.key for l in g] for g in groups]  # noqa: E731
+        loads = [by_key[k] for k in ("echo-64-32", "broadcast-1000", "broadcast-1000-2nodes")]
+        self.assertEqual(keys(ws.round_groups(loads)),
+                         [["echo-64-32"], ["broadcast-1000", "broadcast-1000-2nodes"]])
+        self.assertEqual(keys(ws.round_groups([by_key["broadcast-1000-2nodes"]])), [["broadcast-1000-2nodes"]])
+
+    def test_room_nodes_from_nats_connz(self):
+        import ws
+        connz = {"connections": [
+            {"cid": 4, "name": "a/0", "subscriptions_list": ["upc.m.a.0.*", "upc.t.chat"]},
+            {"cid": 5, "name": "a/1", "subscriptions_list": ["upc.m.a.1.*"]},
+            {"cid": 6, "name": "b/0", "subscriptions_list": ["upc.m.b.0.*"]},
+            {"cid": 7, "name": "b/1"},
+        ]}
+        self.assertEqual(ws.room_nodes(connz, "upc.t.chat"), {"a"})
+        connz["connections"][3]["subscriptions_list"] = ["upc.t.chat"]
+        self.assertEqual(ws.room_nodes(connz, "upc.t.chat"), {"a", "b"})
+        self.assertEqual(ws.room_nodes({}, "upc.t.chat"), set())
+
 
 class ClusterTable(unittest.TestCase):
     """bench/run --cluster: medians, CPU per request, ratios to actix-nats and ours-io."""

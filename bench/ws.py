@@ -12,6 +12,9 @@ from when each message was due):
 - broadcast (ours only: the chat example's room): one sender, 1,000
   members, a fixed rate; latency from when a message was due to each
   member's receipt;
+- broadcast over two nodes: the same room split over two chat servers
+  joined through one nats-server (500 members on each, the sender on the
+  first), its p99 against the one-node broadcast's of the same run;
 - idle: server memory for 1,000 idle WebSocket connections, against 1,000
   idle HTTP keep-alive connections to the same server;
 - deflate: compressed echo (permessage-deflate), 64 connections, 1 KiB of
@@ -41,10 +44,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import zlib
 
+from cluster import NATS_PORT, Proc, nats_server_bin, wait_ready
 from markdown_report import report, run_facts
-from servers import (BenchError, cpu_seconds, rss_bytes, start_server, stop_server,
+from servers import (BenchError, cpu_seconds, log_tail, rss_bytes, start_server, stop_server,
                      wait_until_accepting)
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -55,7 +60,14 @@ NODE_DIR = "bench/ws-peers/node"
 
 PORTS = {"ours-local": 19300, "ours-system": 19301, "fastwebsockets": 19302,
          "tungstenite": 19303, "node-ws": 19304, "chat-local": 19305,
-         "ours-local-deflate": 19306, "ours-system-deflate": 19307, "node-ws-deflate": 19308}
+         "ours-local-deflate": 19306, "ours-system-deflate": 19307, "node-ws-deflate": 19308,
+         "chat-a": 19320, "chat-b": 19321}
+# The two-node broadcast: nats-server's monitoring (its /connz says which
+# node has subscribed to the room), and the room's NATS subject (topic
+# `chat` of examples/chat.rs, as src/cluster/subjects.rs names topics).
+NATS_MONITOR_PORT = 14223
+ROOM_SUBJECT = "upc.t.chat"
+ROOM_READY_TIMEOUT = 30.0
 
 UPGRADE = ("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n")
@@ -80,15 +92,40 @@ class WsServer:
         return f"ws://{self.host}:{self.port}{self.path}"
 
 
-class Load:
-    """One load: its label and ws-load's options (besides --url and --duration)."""
+class ChatCluster:
+    """The row of the two-node broadcast: one chat server per node, all on
+    one nats-server; members are dealt over their URLs, the sender on the
+    first node's."""
 
-    def __init__(self, key, label, options, broadcast=False, deflate=False):
+    name = "chat-2nodes"
+
+    def __init__(self, chat_bin, nodes=("a", "b")):
+        nats = f"nats://127.0.0.1:{NATS_PORT}"
+        self.nodes = [WsServer(f"chat-{node}", [chat_bin, f"127.0.0.1:{PORTS['chat-' + node]}", "--nats", nats,
+                                                "--node", node], "/chat", "ours")
+                      for node in nodes]
+        self.node_names = list(nodes)
+        self.nats = Proc("nats-server", [nats_server_bin(), "-a", "127.0.0.1", "-p", str(NATS_PORT),
+                                         "-m", str(NATS_MONITOR_PORT)], role="backend", port=NATS_PORT)
+
+    @property
+    def urls(self):
+        return [node.url for node in self.nodes]
+
+
+class Load:
+    """One load: its label and ws-load's options (besides --url and --duration).
+    `beside`: the key of the load whose first row this one's p99 is held
+    against, and whose rounds this one's alternate with."""
+
+    def __init__(self, key, label, options, broadcast=False, deflate=False, nodes=1, beside=None):
         self.key = key
         self.label = label
         self.options = options
         self.broadcast = broadcast
         self.deflate = deflate
+        self.nodes = nodes
+        self.beside = beside
 
 
 LOADS = [
@@ -99,6 +136,9 @@ LOADS = [
          ["--connections", "64", "--size", "32", "--rate", "20000"]),
     Load("broadcast-1000", "broadcast 100/s to 1000 members, 64 B text",
          ["--broadcast", "--members", "1000", "--size", "64", "--rate", "100"], broadcast=True),
+    Load("broadcast-1000-2nodes", "broadcast 100/s to 1000 members on 2 nodes (NATS), 64 B text",
+         ["--broadcast", "--members", "1000", "--size", "64", "--rate", "100"], broadcast=True, nodes=2,
+         beside="broadcast-1000"),
     Load("deflate-64-1k", "compressed echo, 64 conns, 1 KiB JSON",
          ["--connections", "64", "--size", "1024", "--deflate"], deflate=True),
 ]
@@ -159,7 +199,8 @@ def plan(args):
         loads = [l for l in loads if l.key in wanted]
     chat = WsServer("chat-local", [os.path.join(target, "release", "examples", "chat"),
                                    f"127.0.0.1:{PORTS['chat-local']}"], "/chat", "ours")
-    return servers, loads, chat, os.path.join(target, "bench-ws", "release", "ws-load")
+    cluster = ChatCluster(chat.argv[0]) if any(l.nodes > 1 for l in loads) else None
+    return servers, loads, chat, cluster, os.path.join(target, "bench-ws", "release", "ws-load")
 
 
 def build(args, servers, load_bin):
@@ -185,6 +226,93 @@ def build(args, servers, load_bin):
         print("== installing ws for node (npm install)", flush=True)
         if subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=NODE_DIR).returncode != 0:
             raise BenchError("npm install failed")
+
+
+def room_nodes(connz, subject):
+    """The nodes with a NATS connection subscribed to `subject`, from
+    nats-server's `/connz?subs=1` (our links name themselves NODE/POLLER)."""
+    nodes = set()
+    for conn in connz.get("connections") or []:
+        if subject in (conn.get("subscriptions_list") or []):
+            nodes.add((conn.get("name") or "").split("/")[0])
+    return nodes
+
+
+def connz():
+    url = f"http://127.0.0.1:{NATS_MONITOR_PORT}/connz?subs=1&limit=4096"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as page:
+            return json.loads(page.read())
+    except (OSError, ValueError):
+        return {}
+
+
+def run_cluster_load(load_bin, cluster, load, duration, popens):
+    """ws-load over every node's URL, held once its connections are open
+    until each node has subscribed to the room on NATS (a node subscribes
+    when its first member joins), so no member misses a message for a
+    subscription still on its way."""
+    cmd = [load_bin, "--duration", str(duration), "--warmup", "1", "--hold"] + load.options
+    for url in cluster.urls:
+        cmd += ["--url", url]
+    # Unbuffered: stderr is read line by line up to `open`, the rest by
+    # communicate(), and nothing may sit in a Python buffer in between.
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            bufsize=0)
+    try:
+        said = b""
+        while not said.startswith(b"open"):
+            said = proc.stderr.readline()
+            if not said:
+                _, err = proc.communicate(timeout=10)
+                raise BenchError(f"{cluster.name}: ws-load failed: {err.decode(errors='replace').strip()}")
+        deadline = time.monotonic() + ROOM_READY_TIMEOUT
+        while not set(cluster.node_names) <= room_nodes(connz(), ROOM_SUBJECT):
+            for node, popen in zip(cluster.nodes, popens):
+                if popen.poll() is not None:
+                    raise BenchError(f"{node.name} exited with status {popen.returncode}:\n"
+                                     f"{log_tail(popen.log_path)}")
+            if time.monotonic() > deadline:
+                subscribed = sorted(room_nodes(connz(), ROOM_SUBJECT))
+                raise BenchError(f"{cluster.name}: only nodes {subscribed} subscribed to {ROOM_SUBJECT} in "
+                                 f"{ROOM_READY_TIMEOUT:.0f} s:\n"
+                                 + "\n".join(log_tail(p.log_path) for p in popens))
+            time.sleep(0.02)
+        out, err = proc.communicate(b"go\n", timeout=duration + 120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode != 0:
+        raise BenchError(f"{cluster.name}: ws-load failed: {err.decode(errors='replace').strip()}")
+    result = json.loads(out)
+    for part in result.get("per_url") or []:
+        if not part["messages"]:
+            raise BenchError(f"{cluster.name}: the members at {part['url']} received nothing: "
+                             "the room did not span the nodes")
+    result["cpu_us_per_msg"] = None
+    return result
+
+
+def measure_cluster(cluster, load, args, load_bin, log_dir, round_no):
+    """One round of the two-node broadcast: a fresh nats-server and chat
+    servers (so no connection of an earlier round is still listed as
+    subscribed), the load, and everything stopped again."""
+    started = []
+    try:
+        popen = start_server(cluster.nats, log_dir, round_no)
+        started.append(popen)
+        wait_ready(cluster.nats, popen)
+        nodes = []
+        for node in cluster.nodes:
+            popen = start_server(node, log_dir, round_no)
+            started.append(popen)
+            nodes.append(popen)
+            wait_until_accepting(node, popen)
+        return run_cluster_load(load_bin, cluster, load, args.duration, nodes)
+    finally:
+        for popen in reversed(started):
+            stop_server(popen)
 
 
 def run_load(load_bin, server, load, duration, pid):
@@ -313,8 +441,10 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def cells_for(load, results, base):
-    """Table rows for one load: (row name, value cells, ratio)."""
+def cells_for(load, results, base, against=None):
+    """Table rows for one load: (row name, value cells, ratio). `against`:
+    the rounds of the row a `beside` load is held against (the one-node
+    broadcast's), whose median p99 its rows' p99 is divided by."""
     rows = []
     base_result = results.get(base)
     for name, rounds in results.items():
@@ -344,41 +474,76 @@ def cells_for(load, results, base):
                     ratio = f"{rate / base_rate:.2f}x" if base_rate else ""
                     if base_cpu and cpu:
                         ratio += f", CPU/msg {base_cpu / cpu:.2f}x"
+            if against:
+                one_node = median([r["latency_us"]["p99"] for r in against])
+                ratio = f"p99 vs one node {p99 / one_node:.2f}x" if one_node else ""
         rows.append((name, cells, ratio))
     return rows
+
+
+def round_groups(loads):
+    """The loads in the order they run, grouped: a load `beside` another
+    that runs too joins its group, and a group's rounds alternate its loads
+    (round 1 of each, round 2 of each, ...), so a drift of a shared machine
+    hits both figures of a ratio alike."""
+    groups = []
+    for load in loads:
+        home = next((g for g in groups if load.beside in [l.key for l in g]), None)
+        if home is None:
+            groups.append([load])
+        else:
+            home.append(load)
+    return groups
 
 
 def main(argv):
     args = parse_args(argv)
     os.chdir(REPO_ROOT)
     try:
-        servers, loads, chat, load_bin = plan(args)
-        build(args, servers, load_bin)
+        servers, loads, chat, cluster, load_bin = plan(args)
+        # The broadcast loads run the chat example only: no peer to build.
+        build(args, servers if any(not l.broadcast for l in loads) else [], load_bin)
         command = "bench/run " + shlex.join(argv)
         print(f"$ {command}")
         print(f"== {args.rounds} round(s) of {args.duration} s, rows {[s.name for s in servers]}", flush=True)
         results = {}
         with tempfile.TemporaryDirectory(prefix="bench-ws-") as log_dir:
-            for load in loads:
-                rows = [chat] if load.broadcast else [s for s in servers if s.deflate == load.deflate]
-                results[load.key] = {s.name: [] for s in rows}
+            for group in round_groups(loads):
+                rows = {}
+                for load in group:
+                    if load.nodes > 1:
+                        rows[load.key] = [cluster]
+                    elif load.broadcast:
+                        rows[load.key] = [chat]
+                    else:
+                        rows[load.key] = [s for s in servers if s.deflate == load.deflate]
+                    results[load.key] = {s.name: [] for s in rows[load.key]}
                 for round_no in range(args.rounds):
-                    for server in rows:
-                        result = measure(server, load, args, load_bin, log_dir, round_no)
-                        results[load.key][server.name].append(result)
-                        print(f"   {load.key} round {round_no + 1} {server.name}: {json.dumps(result)}", flush=True)
+                    for load in group:
+                        for server in rows[load.key]:
+                            if load.nodes > 1:
+                                result = measure_cluster(server, load, args, load_bin, log_dir, round_no)
+                            else:
+                                result = measure(server, load, args, load_bin, log_dir, round_no)
+                            results[load.key][server.name].append(result)
+                            print(f"   {load.key} round {round_no + 1} {server.name}: {json.dumps(result)}",
+                                  flush=True)
         header = ["load", "server", "msgs/s (idle: WS per conn)", "server CPU us/msg",
-                  "p50 us (idle: HTTP or plain WS per conn)", "p99 us", "p99.9 us", "vs first row"]
+                  "p50 us (idle: HTTP or plain WS per conn)", "p99 us", "p99.9 us",
+                  "vs first row (2 nodes: p99 vs one node)"]
         table = []
         for load in loads:
             base = next(iter(results[load.key]))
-            for name, cells, ratio in cells_for(load, results[load.key], base):
+            beside = results.get(load.beside)
+            against = next(iter(beside.values())) if beside else None
+            for name, cells, ratio in cells_for(load, results[load.key], base, against):
                 table.append([load.label, name] + cells + [ratio])
         caption = (f"Medians over {args.rounds} round(s) of {args.duration} s; latency in microseconds (open "
                    "and broadcast loads: from when each message was due); server CPU per echoed message from "
                    "its user + system time over the load; ratio to the load's first row: round trips/s "
                    "(and the first row's CPU per message over this row's: above 1 costs this row less), "
-                   "or p99 latency for fixed-rate loads.")
+                   "or p99 latency for fixed-rate loads; the two-node broadcast's p99 over the one-node "
+                   "broadcast's of this run (issue #28's target: at most 2x).")
         if args.markdown:
             print(report(run_facts(REPO_ROOT, command), caption, header, table, text_columns=2))
         else:
