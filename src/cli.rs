@@ -29,7 +29,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                            [--upstream URL [--upstream-conns N] [--upstream-timeout T]
                                            [--upstream-queue N]]
                            [--tls-cert PATH --tls-key PATH] [--header 'NAME: VALUE']...
-                           [--cors ORIGIN]... [--request-id]
+                           [--cors ORIGIN]... [--request-id] [--redirect-https PORT]
                            [--access-log PATH|- [--log-name NAME]] [--metrics ADDR:PORT]
                            [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
@@ -93,6 +93,9 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                             Access-Control-Allow-Origin added; repeat for more
   --request-id              give every request an id (its valid X-Request-Id, or a
                             new one), sent back in X-Request-Id
+  --redirect-https PORT     answer every request that did not come over TLS with
+                            308 to the same URL over https:// on PORT (443: none
+                            in the URL); requests over TLS are served
   --access-log PATH|-       append a line per request to PATH (- for stdout), in
                             the combined log format, in time order, each ending
                             server=NAME (default: no access log)
@@ -309,6 +312,15 @@ where
             "--tls-key" => tls_key = Some(path(&flag, os_value()?)?),
             "--header" => config.headers.push(header_field(&flag, &value()?)?),
             "--cors" => config.cors.push(origin(&flag, &value()?)?),
+            "--redirect-https" => {
+                let text = value()?;
+                let port = text
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|port| *port != 0)
+                    .ok_or_else(|| format!("{flag} {text:?}: a port, 1 to 65535"))?;
+                config.redirect_https = Some(port);
+            }
             "--request-id" => {
                 no_value(&mut parser, &flag)?;
                 config.request_id = true;

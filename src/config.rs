@@ -208,6 +208,10 @@ pub struct Config {
     /// [`RequestId`](crate::RequestId) around every route, ahead of all
     /// other middleware.
     pub request_id: bool,
+    /// Send plain-HTTP requests to HTTPS on this port
+    /// (`--redirect-https PORT`): a [`HttpsRedirect`](crate::HttpsRedirect)
+    /// around every route, ahead of all other middleware.
+    pub redirect_https: Option<u16>,
     /// Join a cluster of servers over NATS (`--nats`); without it, every
     /// actor is local and `name@node` addresses are refused.
     pub cluster: Option<ClusterConfig>,
@@ -381,6 +385,7 @@ impl Default for Config {
             headers: Vec::new(),
             cors: Vec::new(),
             request_id: false,
+            redirect_https: None,
             cluster: None,
             actor_routes: Vec::new(),
             http2: true,

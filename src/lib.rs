@@ -143,6 +143,7 @@ pub use routes::actor_response::ActorResponse;
 pub use routes::cors::Cors;
 pub use routes::error_body::ServerError;
 pub use routes::handler::Response;
+pub use routes::https_redirect::HttpsRedirect;
 pub use routes::middleware::{Exchange, Fields, Middleware};
 pub use routes::request::Request;
 pub use routes::request_id::RequestId;

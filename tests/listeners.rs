@@ -5,6 +5,7 @@
 //! the TLS listener gets the plain 400 it always did.
 
 mod common;
+mod route_common;
 
 use std::sync::Arc;
 
@@ -135,3 +136,68 @@ fn listeners_share_routes_actors_and_topics(dispatch: Dispatch) {
 }
 
 in_both_modes!(listeners_share_routes_actors_and_topics);
+
+/// With `--redirect-https`, a request that did not come over TLS is sent
+/// to the same host, path and query over HTTPS (308, so a POST stays a
+/// POST), whatever its route (a 404's too), on a kept connection; a
+/// request over TLS is served; a request without a usable host gets 400.
+fn plain_http_is_redirected_to_https(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("redirect-{}", dispatch.name()));
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let config = Config {
+        tls: Some(certificates.files.clone()),
+        listeners: vec![
+            Listener {
+                addr: any,
+                tls: false,
+            },
+            Listener {
+                addr: any,
+                tls: true,
+            },
+        ],
+        redirect_https: Some(8443),
+        ..config(dispatch)
+    };
+    let server = start_with(&config, Routes::standard());
+    let listeners = server.listeners().to_vec();
+    let redirect = |location: &str| {
+        route_common::built(
+            "308 Permanent Redirect",
+            &format!("Location: {location}\r\n"),
+            "",
+        )
+    };
+    let mut plain = Client::connect(listeners[0].addr);
+    plain.send(b"GET /v1/user?id=7&x=%20 HTTP/1.1\r\nHost: example.com:8080\r\n\r\n");
+    common::assert_response(
+        &plain.response(false),
+        &redirect("https://example.com:8443/v1/user?id=7&x=%20"),
+    );
+    // The same connection, a path with no route, a body: redirected too.
+    plain.send(b"POST /nowhere HTTP/1.1\r\nHost: [::1]\r\nContent-Length: 2\r\n\r\n{}");
+    common::assert_response(
+        &plain.response(false),
+        &redirect("https://[::1]:8443/nowhere"),
+    );
+    // HTTP/1.0 may leave the host out.
+    let mut hostless = Client::connect(listeners[0].addr);
+    hostless.send(b"GET / HTTP/1.0\r\n\r\n");
+    let body = "400 Bad Request: no host to redirect to\n";
+    common::assert_response(
+        &hostless.rest_until_close(),
+        &format!(
+            "HTTP/1.1 400 Bad Request\r\nServer: uppercut-mio-server\r\n\
+             Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+             Date: {{date}}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    // Over TLS, the route answers.
+    let mut secure = common::tls::connect(listeners[1].addr, &certificates.client_config());
+    secure.send(b"GET / HTTP/1.1\r\nHost: example.com:8443\r\n\r\n");
+    let response = common::text(&secure.response(false));
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+}
+
+in_both_modes!(plain_http_is_redirected_to_https);

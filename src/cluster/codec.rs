@@ -41,6 +41,8 @@ const KIND: &str = "Upc-Kind";
 const FROM: &str = "Upc-From";
 const HEAD: &str = "Upc-Head";
 const PEER: &str = "Upc-Peer";
+/// Present (as `1`) when the request came over TLS.
+const SECURE: &str = "Upc-Secure";
 const PARAMS: &str = "Upc-Params";
 const STATUS: &str = "Upc-Status";
 const NODE: &str = "Upc-Node";
@@ -87,6 +89,9 @@ pub(crate) fn write_request(
     headers.field(HEAD, &number);
     if let Some(peer) = parts.peer {
         headers.field(PEER, peer.to_string().as_bytes());
+    }
+    if parts.secure {
+        headers.field(SECURE, b"1");
     }
     if let Some(params) = &parts.params {
         let pairs: Vec<String> = params
@@ -266,6 +271,7 @@ fn read_request(block: &HeaderBlock<'_>, data: Bytes) -> Result<RequestParts, Ma
         query,
         params,
         peer,
+        secure: block.get(SECURE).is_some(),
         request_id,
     })
 }
@@ -383,6 +389,7 @@ mod tests {
             query: Some(14..20),
             params: Some(Arc::new(PathParams::from_pairs(vec![("id".into(), 1)]))),
             peer: Some("10.0.0.1:5000".parse().unwrap()),
+            secure: true,
             request_id: {
                 let mut id = IdValue::NONE;
                 assert!(id.set(b"a-1-7"));
@@ -402,6 +409,7 @@ mod tests {
         assert_eq!(&got.data[got.query.clone().unwrap()], b"full=1");
         assert_eq!(got.params, parts.params);
         assert_eq!(got.peer, parts.peer);
+        assert!(got.secure, "came over TLS");
         assert_eq!(got.request_id, parts.request_id);
     }
 

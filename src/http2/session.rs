@@ -136,6 +136,8 @@ pub(crate) struct Session {
     awaited: HashMap<u64, usize>,
     limits: Limits,
     peer: Option<SocketAddr>,
+    /// The connection is TLS (`Request::is_secure`).
+    secure: bool,
     request: BytesMut,
     response: BytesMut,
     /// Streams begun and answered, for the connection's clock, and
@@ -182,6 +184,7 @@ impl Session {
             awaited: HashMap::new(),
             limits,
             peer,
+            secure: false,
             request: BytesMut::new(),
             response: BytesMut::new(),
             begun: 0,
@@ -302,6 +305,11 @@ impl Session {
             conn.graceful_shutdown();
         }
         self.flag.wake_by_ref();
+    }
+
+    /// The connection is TLS: its requests say so.
+    pub(crate) fn set_secure(&mut self, secure: bool) {
+        self.secure = secure;
     }
 
     /// Pings the client (an idle connection's last chance); false when a
@@ -514,6 +522,7 @@ impl Session {
     fn serve_written(&mut self, key: usize, head: &http::request::Parts, serving: &Serving<'_>) {
         let mut stream = RequestStream::default();
         stream.set_peer(self.peer);
+        stream.set_secure(self.secure);
         if let Some(log) = serving.log {
             let mut recorder = AccessRecorder::new(log, self.peer.map(|peer| peer.ip()));
             recorder.over_http2();

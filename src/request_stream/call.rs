@@ -58,6 +58,7 @@ pub(super) fn call(
             query: head.query.map(offset),
             params: params.cloned(),
             peer,
+            secure: false,
             request_id: id,
         },
     }

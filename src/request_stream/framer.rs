@@ -166,6 +166,8 @@ pub(super) struct Framer {
     pub(super) upgraded: Option<Upgraded>,
     /// The client's address, for the requests handlers and actors see.
     pub(super) peer: Option<SocketAddr>,
+    /// The requests come over TLS.
+    pub(super) secure: bool,
     /// While an actor route's answer is awaited, what its middleware's
     /// `after` hooks need (none without middleware).
     pub(super) after_call: Option<Box<AfterCall>>,
@@ -185,6 +187,7 @@ impl Default for Framer {
             cut_short: false,
             upgraded: None,
             peer: None,
+            secure: false,
             after_call: None,
         }
     }
@@ -390,7 +393,8 @@ impl Framer {
     ) {
         let request = Request::new(head.method, head.path, head.query, raw_head, body)
             .with_params(routes.pattern_params(answer.pattern()).map(|p| &**p))
-            .with_peer(self.peer);
+            .with_peer(self.peer)
+            .with_secure(self.secure);
         match answer.chain {
             0 => self.dispatch(answer, head, raw_head, request, routes, to),
             _ => self.respond_wrapped(answer, head, raw_head, request, routes, to),
@@ -455,7 +459,8 @@ impl Framer {
             Ok(Reply::Actor(actor, pattern)) => {
                 let params = routes.pattern_params(pattern);
                 let (body, peer, id) = (request.body(), self.peer, request.request_id());
-                let call = call(actor, head, raw_head, body, params, peer, id);
+                let mut call = call(actor, head, raw_head, body, params, peer, id);
+                call.parts.secure = self.secure;
                 if answer.chain != 0 {
                     self.after_call = Some(Box::new(AfterCall {
                         chain: answer.chain,

@@ -103,6 +103,11 @@ impl RequestStream {
             )
     }
 
+    /// The requests come over TLS (`Request::is_secure`).
+    pub(crate) fn set_secure(&mut self, secure: bool) {
+        self.framer.secure = secure;
+    }
+
     /// The requests come from a client at `peer` (`Request::peer_addr`).
     pub(crate) fn set_peer(&mut self, peer: Option<std::net::SocketAddr>) {
         self.framer.peer = peer;

@@ -39,6 +39,8 @@ pub(crate) struct RequestParts {
     /// The route's path parameters, if it has a pattern.
     pub(crate) params: Option<Arc<PathParams>>,
     pub(crate) peer: Option<SocketAddr>,
+    /// It came over TLS.
+    pub(crate) secure: bool,
     /// The id a middleware gave the request, if one did.
     pub(crate) request_id: IdValue,
 }
@@ -56,6 +58,7 @@ impl RequestParts {
         )
         .with_params(self.params.as_deref())
         .with_peer(self.peer)
+        .with_secure(self.secure)
         .with_request_id(self.request_id.get())
     }
 }

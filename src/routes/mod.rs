@@ -11,6 +11,7 @@ pub(crate) mod cors;
 pub(crate) mod error_body;
 pub(crate) mod etag;
 pub(crate) mod handler;
+pub(crate) mod https_redirect;
 pub(crate) mod middleware;
 pub(crate) mod path_entry;
 pub(crate) mod path_pattern;

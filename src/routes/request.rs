@@ -26,6 +26,8 @@ pub struct Request<'a> {
     /// The parameters of the route's path pattern, if it has one.
     params: Option<&'a PathParams>,
     peer: Option<SocketAddr>,
+    /// It came over TLS.
+    secure: bool,
     /// The id a middleware gave the request (`RequestId`).
     request_id: Option<&'a str>,
 }
@@ -46,6 +48,7 @@ impl<'a> Request<'a> {
             body,
             params: None,
             peer: None,
+            secure: false,
             request_id: None,
         }
     }
@@ -58,6 +61,11 @@ impl<'a> Request<'a> {
     /// The same, from a client at `peer`.
     pub(crate) fn with_peer(self, peer: Option<SocketAddr>) -> Request<'a> {
         Request { peer, ..self }
+    }
+
+    /// The same, come over TLS or not.
+    pub(crate) fn with_secure(self, secure: bool) -> Request<'a> {
+        Request { secure, ..self }
     }
 
     /// The same, named `id` by a middleware.
@@ -100,6 +108,12 @@ impl<'a> Request<'a> {
         let request = *self;
         let pairs = self.params.into_iter().flat_map(|params| params.pairs());
         pairs.map(move |(name, _)| (name, request.param(name)))
+    }
+
+    /// The request came over TLS (HTTPS, or HTTP/2 over TLS), to this
+    /// server: behind a proxy that ends TLS itself, false.
+    pub fn is_secure(&self) -> bool {
+        self.secure
     }
 
     /// The address of the client that sent the request (of the proxy in

@@ -121,6 +121,7 @@ impl Connection {
         let mut stream = RequestStream::default();
         let peer = transport.peer_addr();
         stream.set_peer(peer);
+        stream.set_secure(transport.is_tls());
         if let Some(log) = shared.access_log() {
             stream.log_to(AccessRecorder::new(log, peer.map(|peer| peer.ip())));
         }

@@ -28,6 +28,7 @@ use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
 use crate::observe::metrics_text::Series;
 use crate::routes::cors::Cors;
+use crate::routes::https_redirect::HttpsRedirect;
 use crate::routes::request_id::RequestId;
 use crate::routes::static_site::StaticSite;
 use crate::routes::Routes;
@@ -511,7 +512,8 @@ fn join_cluster(
 }
 
 /// `routes` inside the middleware the configuration asks for, ahead of
-/// the routes' own: the request id first, so every other sees it.
+/// the routes' own: the HTTPS redirect first (a request sent elsewhere
+/// needs no other), then the request id, so every other sees it.
 fn server_middleware(routes: Routes, config: &Config) -> Routes {
     let routes = match config.cors.is_empty() {
         true => routes,
@@ -524,9 +526,14 @@ fn server_middleware(routes: Routes, config: &Config) -> Routes {
             routes.wrap_first(Arc::new(cors))
         }
     };
-    match config.request_id {
+    let routes = match config.request_id {
         true => routes.wrap_first(Arc::new(RequestId::new())),
         false => routes,
+    };
+    // First of all: a request sent elsewhere needs no other.
+    match config.redirect_https {
+        Some(port) => routes.wrap_first(Arc::new(HttpsRedirect::to_port(port))),
+        None => routes,
     }
 }
 

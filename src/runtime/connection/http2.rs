@@ -72,7 +72,8 @@ impl Connection {
     ) -> io::Result<Flow> {
         let limits = Limits::new(self.shared.routes().max_body);
         let now = self.shared.now_ms();
-        let session = Session::new(limits, self.transport.peer_addr(), first, now);
+        let mut session = Session::new(limits, self.transport.peer_addr(), first, now);
+        session.set_secure(self.transport.is_tls());
         self.mailbox.await_many();
         self.count(|m| &m.http2_connections, 1);
         self.http2 = Some(Box::new(Http2 {
