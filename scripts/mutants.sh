@@ -5,10 +5,13 @@
 #
 # usage: scripts/mutants.sh [--iterate] [--list] [SRC_FILE ...]
 #
-# With no files, the modules least affected by the runtime rewrite: HTTP
+# With no files, the modules least affected by the runtime rewrite (HTTP
 # framing, chunked bodies, request and target parsing, the static and
-# conditional routes, timeouts and the balance. MUTANTS_LATER=1 adds the
-# request stream, the route table, actor routes and the wake-up.
+# conditional routes, timeouts and the balance) and the newer ones: path
+# patterns, the route table, the socket and TLS transport, the connection's
+# socket I/O, TLS files, the WebSocket protocol (src/ws), its API
+# (src/websocket) and the WebSocket connection. MUTANTS_LATER=1 adds the
+# request stream, actor routes and the wake-up.
 #
 # Each module is tested with the unit tests and the integration test files
 # that exercise it (the table in tests_for), not the whole suite: building
@@ -40,11 +43,28 @@ defaults=(
     src/routes/static_site.rs
     src/runtime/timeouts.rs
     src/runtime/balance.rs
+    src/routes/path_pattern.rs
+    src/routes/table.rs
+    src/net/client_hello.rs
+    src/net/socket.rs
+    src/net/transport.rs
+    src/runtime/connection/socket_io.rs
+    src/tls/mod.rs
+    src/ws/frame.rs
+    src/ws/handshake.rs
+    src/ws/utf8.rs
+    src/ws/session.rs
+    src/ws/deflate.rs
+    src/websocket/context.rs
+    src/websocket/handle.rs
+    src/websocket/outgoing.rs
+    src/websocket/registry.rs
+    src/websocket/mod.rs
+    src/runtime/connection/websocket.rs
 )
 later=(
     src/request_stream/framer.rs
     src/request_stream/mod.rs
-    src/routes/table.rs
     src/routes/actor.rs
     src/runtime/wakeup.rs
 )
@@ -61,6 +81,14 @@ tests_for() {
     src/runtime/wakeup.rs) echo "--lib --test liveness --test balance" ;;
     src/request_stream/*) echo "--lib --test property --test http --test rfc --test errors" ;;
     src/routes/table.rs | src/routes/actor.rs) echo "--lib --test routes --test actor_routes" ;;
+    src/routes/path_pattern.rs) echo "--lib --test path_params --test routes" ;;
+    src/net/* | src/runtime/connection/socket_io.rs)
+        echo "--lib --test http --test reliability --test integrity_http --test tls"
+        ;;
+    src/tls/*) echo "--lib --test tls --test tls_files" ;;
+    src/ws/* | src/websocket/* | src/runtime/connection/websocket.rs)
+        echo "--lib --test websocket --test websocket_deflate --test integrity"
+        ;;
     *) echo "--lib" ;;
     esac
 }

@@ -1,7 +1,9 @@
 //! The actors the server owns, over real sockets in both dispatch modes:
 //! one shared instance counting exactly under concurrent clients, an
 //! instance per poller, actors and handlers on blocking threads that stall
-//! no other connection, a panic and a silence on blocking threads, sends
+//! no other connection, a panic and a silence on blocking threads (an
+//! actor's and a `blocking_handler`'s: 502, and 504 at the route's reply
+//! timeout), sends
 //! between owned actors, `delay`, a message from outside the server, an
 //! actor uppercut runs sending to an owned address, and a shutdown that
 //! ends the blocking threads.
@@ -224,6 +226,67 @@ fn silence_on_a_blocking_thread_is_504_within_the_route_timeout(dispatch: Dispat
     assert!(waited < Duration::from_secs(4), "504 after {waited:?}");
     // The request was not sent again: the instance counts on from 0.
     assert_response(&get(&mut client, "/"), &text("1"));
+}
+
+/// `Routes::blocking_handler` with the same promises as a blocking actor:
+/// `/slow` waits at `gate` (longer than its route's `REPLY_TIMEOUT`),
+/// `/boom` panics, `/` answers; every route but `/slow` has a timeout
+/// longer than any test waits.
+fn moody_handler_routes(gate: Gate) -> Routes {
+    Routes::new()
+        .blocking_threads(1)
+        .blocking_max_threads(2)
+        .reply_timeout(common::IO_TIMEOUT * 3)
+        .blocking_handler(&[Method::Get], "/*", |request, response| {
+            match request.path() {
+                "/boom" => panic!("a blocking handler panics"),
+                _ => {
+                    let _ = response.header("Content-Type", "text/plain; charset=utf-8");
+                    response.body(b"handled");
+                }
+            }
+        })
+        .reply_timeout(REPLY_TIMEOUT)
+        .blocking_handler(&[Method::Get], "/slow", move |_, response| {
+            gate.wait();
+            response.body(b"too late");
+        })
+}
+
+fn a_panic_in_a_blocking_handler_is_502_and_the_pool_serves_on(dispatch: Dispatch) {
+    let (gate, _arrivals) = Gate::new();
+    let server = start_with(&moody_config(dispatch), moody_handler_routes(gate));
+    let mut client = Client::connect(server.local_addr());
+    assert_response(&get(&mut client, "/"), &text("handled"));
+    let bad_gateway = error_response(502, "Bad Gateway", "", false, false);
+    assert_response(&get(&mut client, "/boom"), &bad_gateway);
+    // The connection and the pool go on.
+    assert_response(&get(&mut client, "/"), &text("handled"));
+}
+
+fn a_blocking_handler_past_its_route_timeout_is_504(dispatch: Dispatch) {
+    let (gate, arrivals) = Gate::new();
+    let server = start_with(&moody_config(dispatch), moody_handler_routes(gate.clone()));
+    // Declared after the server, so dropped (opened) before it.
+    let _open = gate.opened_on_drop();
+    let mut client = Client::connect(server.local_addr());
+    let asked = Instant::now();
+    client.send(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+    arrivals.recv().expect("the request reached the handler");
+    let timeout = error_response(504, "Gateway Timeout", "", false, false);
+    // The handler is still held at the gate: the 504 is the timeout's.
+    assert_response(&client.response(false), &timeout);
+    let waited = asked.elapsed();
+    assert!(
+        waited >= REPLY_TIMEOUT,
+        "504 before the timeout: {waited:?}"
+    );
+    // The route's 300 ms, not the 5 s default nor the other routes'.
+    assert!(waited < Duration::from_secs(4), "504 after {waited:?}");
+    // The late answer, once the handler returns, goes nowhere: the next
+    // request on the connection gets its own.
+    gate.open();
+    assert_response(&get(&mut client, "/"), &text("handled"));
 }
 
 /// Answers with the poller it belongs to and its own count.
@@ -518,6 +581,8 @@ in_both_modes!(
     a_blocking_handler_stalls_no_other_connection,
     a_panic_on_a_blocking_thread_is_502_and_the_instance_serves_on,
     silence_on_a_blocking_thread_is_504_within_the_route_timeout,
+    a_panic_in_a_blocking_handler_is_502_and_the_pool_serves_on,
+    a_blocking_handler_past_its_route_timeout_is_504,
     each_poller_has_its_own_instance,
     a_shared_actor_counts_exactly_under_concurrent_clients,
     owned_actors_send_to_each_other,

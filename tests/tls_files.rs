@@ -1,9 +1,10 @@
 //! The certificate and key files: every key format rustls reads, the one
 //! line a start with a bad file prints (exit 1), the `https://` start line,
-//! and SIGHUP, which reloads them for new connections and keeps the old ones
-//! when the new ones are bad. `openssl s_client`, where it is installed,
-//! negotiates TLS 1.3 with ALPN `http/1.1`, and TLS 1.2, and is refused
-//! TLS 1.1 and 1.0 with the `protocol_version` alert.
+//! and SIGHUP, which reloads them for new connections, keeps the old ones
+//! when the new ones are bad, and keeps sessions resumable across it.
+//! `openssl s_client`, where it is installed, negotiates TLS 1.3 with ALPN
+//! `http/1.1`, and TLS 1.2, and is refused TLS 1.1 and 1.0 with the
+//! `protocol_version` alert.
 
 mod common;
 
@@ -148,6 +149,60 @@ fn sighup_reloads_the_certificate_for_new_connections() {
     let mut still = connect(server.addr, &second);
     still.send(GET);
     assert_response(&still.response(false), HELLO);
+    assert_eq!(server.terminate(), Some(0));
+}
+
+/// Sessions outlive a SIGHUP reload: the ticketer and the session-ID
+/// cache are kept, so a client that had a session before resumes it after
+/// (TLS 1.3 and 1.2 by ticket, TLS 1.2 by session ID), and a reload does
+/// not send every client back to a full handshake.
+#[test]
+fn sessions_resume_across_a_sighup_reload() {
+    let certificates = Certificates::new("resume-reload");
+    let files = &certificates.files;
+    let mut command = server_command(&[
+        "--tls-cert",
+        files.cert.to_str().unwrap(),
+        "--tls-key",
+        files.key.to_str().unwrap(),
+    ]);
+    command.env("RUST_LOG", "info");
+    let mut server = Running::start_with_log(command);
+    let ticket = |versions: &[&'static rustls::SupportedProtocolVersion]| {
+        client_config(&certificates.ca, versions)
+    };
+    let mut session_id = (*ticket(&[&rustls::version::TLS12])).clone();
+    session_id.resumption = rustls::client::Resumption::default()
+        .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
+    let clients = [
+        ("TLS 1.3 ticket", ticket(&[&rustls::version::TLS13])),
+        ("TLS 1.2 ticket", ticket(&[&rustls::version::TLS12])),
+        ("TLS 1.2 session ID", std::sync::Arc::new(session_id)),
+    ];
+    for (name, config) in &clients {
+        let mut first = connect(server.addr, config);
+        // The response: by then a TLS 1.3 client has read its tickets.
+        first.send(GET);
+        assert_response(&first.response(false), HELLO);
+        assert_eq!(
+            first.stream.conn.handshake_kind(),
+            Some(rustls::HandshakeKind::Full),
+            "{name}"
+        );
+    }
+    // The same files: the reload makes a new configuration all the same.
+    server.signal(libc::SIGHUP);
+    server.wait_for_log("SIGHUP: reloaded the TLS certificate");
+    for (name, config) in &clients {
+        let mut again = connect(server.addr, config);
+        again.send(GET);
+        assert_response(&again.response(false), HELLO);
+        assert_eq!(
+            again.stream.conn.handshake_kind(),
+            Some(rustls::HandshakeKind::Resumed),
+            "{name}"
+        );
+    }
     assert_eq!(server.terminate(), Some(0));
 }
 

@@ -74,6 +74,22 @@ mod tests {
         let mut socket = MockSocket::new(&[Ok(100)]);
         assert_eq!(write_until_blocked(&mut socket, b"all").unwrap(), 3);
         assert_eq!(write_until_blocked(&mut socket, b"").unwrap(), 0);
+        // Done means no write of nothing after (a socket answers that 0,
+        // which would read as WriteZero).
+        let mut socket = MockSocket::new(&[Ok(3), Ok(3)]);
+        assert_eq!(write_until_blocked(&mut socket, b"abc").unwrap(), 3);
+        assert_eq!(socket.script.len(), 1);
+    }
+
+    #[test]
+    fn out_of_descriptors_or_memory_is_out_of_resources() {
+        for errno in [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM] {
+            assert!(is_out_of_resources(&io::Error::from_raw_os_error(errno)));
+        }
+        for errno in [libc::ECONNABORTED, libc::EAGAIN, libc::EINTR] {
+            assert!(!is_out_of_resources(&io::Error::from_raw_os_error(errno)));
+        }
+        assert!(!is_out_of_resources(&ErrorKind::OutOfMemory.into()));
     }
 
     #[test]

@@ -231,4 +231,19 @@ mod tests {
         assert!(pattern("/users/{id}").same_route(&pattern("/users/{id}")));
         assert!(!pattern("/users/{id}").same_route(&pattern("/users/{name}")));
     }
+
+    /// Errors and `Debug` name the pattern as it was written.
+    #[test]
+    fn a_pattern_names_itself_as_written() {
+        let nested = pattern("/teams/{team}/members/{id}");
+        assert_eq!(nested.source(), "/teams/{team}/members/{id}");
+        assert_eq!(
+            format!("{nested:?}"),
+            "PathPattern(/teams/{team}/members/{id})"
+        );
+        let pairs: Vec<_> = nested.params().pairs().collect();
+        assert_eq!(pairs, [("team", 1), ("id", 3)]);
+        let sent = PathParams::from_pairs(vec![("team".into(), 1), ("id".into(), 3)]);
+        assert_eq!(&sent, &**nested.params());
+    }
 }

@@ -199,3 +199,30 @@ fn pem_reason(error: rustls::pki_types::pem::Error) -> String {
         other => format!("not valid PEM: {other}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/tls")
+            .join(name)
+    }
+
+    /// `Debug` (in a `Server`'s) names the files it reads, and nothing of
+    /// the key; `files` gives them back.
+    #[test]
+    fn an_acceptor_names_its_files() {
+        let files = TlsFiles {
+            cert: fixture("ec.pem"),
+            key: fixture("ec-sec1.key"),
+        };
+        let acceptor = TlsAcceptor::new(&files, false).expect("the fixture serves");
+        assert_eq!(acceptor.files(), &files);
+        assert_eq!(
+            format!("{acceptor:?}"),
+            format!("TlsAcceptor {{ files: {files:?}, .. }}")
+        );
+    }
+}
