@@ -44,27 +44,20 @@ impl WebSocket for Member {
     }
 }
 
+/// A test configuration listening on loopback ports of its own, one
+/// listener per entry of `tls` (TLS or plain), with `certificates`.
+fn on_listeners(dispatch: Dispatch, certificates: &Certificates, tls: &[bool]) -> Config {
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    Config {
+        tls: Some(certificates.files.clone()),
+        listeners: tls.iter().map(|&tls| Listener { addr: any, tls }).collect(),
+        ..config(dispatch)
+    }
+}
+
 fn listeners_share_routes_actors_and_topics(dispatch: Dispatch) {
     let certificates = Certificates::new(&format!("listeners-{}", dispatch.name()));
-    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let config = Config {
-        tls: Some(certificates.files.clone()),
-        listeners: vec![
-            Listener {
-                addr: any,
-                tls: false,
-            },
-            Listener {
-                addr: any,
-                tls: true,
-            },
-            Listener {
-                addr: any,
-                tls: false,
-            },
-        ],
-        ..config(dispatch)
-    };
+    let config = on_listeners(dispatch, &certificates, &[false, true, false]);
     let routes = Routes::new()
         .spawn("counter", Counter(0))
         .actor(&[Method::Get], "/count", "counter")
@@ -143,21 +136,9 @@ in_both_modes!(listeners_share_routes_actors_and_topics);
 /// request over TLS is served; a request without a usable host gets 400.
 fn plain_http_is_redirected_to_https(dispatch: Dispatch) {
     let certificates = Certificates::new(&format!("redirect-{}", dispatch.name()));
-    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
     let config = Config {
-        tls: Some(certificates.files.clone()),
-        listeners: vec![
-            Listener {
-                addr: any,
-                tls: false,
-            },
-            Listener {
-                addr: any,
-                tls: true,
-            },
-        ],
         redirect_https: Some(8443),
-        ..config(dispatch)
+        ..on_listeners(dispatch, &certificates, &[false, true])
     };
     let server = start_with(&config, Routes::standard());
     let listeners = server.listeners().to_vec();

@@ -104,14 +104,7 @@ fn a_bad_certificate_or_key_stops_the_start_in_one_line() {
 fn sighup_reloads_the_certificate_for_new_connections() {
     let certificates = Certificates::new("reload");
     let files = &certificates.files;
-    let mut command = server_command(&[
-        "--tls-cert",
-        files.cert.to_str().unwrap(),
-        "--tls-key",
-        files.key.to_str().unwrap(),
-    ]);
-    command.env("RUST_LOG", "info");
-    let mut server = Running::start_with_log(command);
+    let mut server = start_logging(&certificates);
     assert!(server.start_line.starts_with("listening on https://"));
     let first = certificates.client_config();
     let mut before = connect(server.addr, &first);
@@ -159,15 +152,7 @@ fn sighup_reloads_the_certificate_for_new_connections() {
 #[test]
 fn sessions_resume_across_a_sighup_reload() {
     let certificates = Certificates::new("resume-reload");
-    let files = &certificates.files;
-    let mut command = server_command(&[
-        "--tls-cert",
-        files.cert.to_str().unwrap(),
-        "--tls-key",
-        files.key.to_str().unwrap(),
-    ]);
-    command.env("RUST_LOG", "info");
-    let mut server = Running::start_with_log(command);
+    let mut server = start_logging(&certificates);
     let ticket = |versions: &[&'static rustls::SupportedProtocolVersion]| {
         client_config(&certificates.ca, versions)
     };
@@ -207,6 +192,19 @@ fn sessions_resume_across_a_sighup_reload() {
 }
 
 /// A handshake with `config` to `server` fails.
+/// The binary serving HTTPS with `certificates`, its log read (at info).
+fn start_logging(certificates: &Certificates) -> Running {
+    let files = &certificates.files;
+    let mut command = server_command(&[
+        "--tls-cert",
+        files.cert.to_str().unwrap(),
+        "--tls-key",
+        files.key.to_str().unwrap(),
+    ]);
+    command.env("RUST_LOG", "info");
+    Running::start_with_log(command)
+}
+
 fn handshake_fails(server: &Running, config: &std::sync::Arc<rustls::ClientConfig>) -> bool {
     let socket = std::net::TcpStream::connect(server.addr).unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
