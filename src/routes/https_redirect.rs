@@ -96,8 +96,15 @@ fn host_name(value: &[u8]) -> Option<&str> {
             None => value,
         },
     };
-    let name = host.trim_start_matches('[').trim_end_matches(']');
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':' | b'_');
+    // A colon only inside brackets (an IPv6 address): outside, it would
+    // have been the port's.
+    let (name, colon) = match host.strip_prefix('[') {
+        Some(inner) => (inner.trim_end_matches(']'), true),
+        None => (host, false),
+    };
+    let allowed = |b: u8| {
+        b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_') || (colon && b == b':')
+    };
     (!name.is_empty() && name.bytes().all(allowed)).then_some(host)
 }
 
@@ -131,6 +138,8 @@ mod tests {
             b"[::1",
             b"[::1]x",
             b"a@b",
+            b"::1",
+            b"a:b:80",
             b"\xff",
         ] {
             assert_eq!(host_name(bad), None, "{:?}", String::from_utf8_lossy(bad));
