@@ -315,7 +315,8 @@ impl Session {
             return Ok(());
         }
         if self.compressed {
-            self.inflate_chunk(chunk, frame.mask, phase)?;
+            let inflated = self.inflate_chunk(chunk, frame.mask, phase);
+            inflated.map_err(|code| self.inflate_failure(code))?;
         } else {
             let start = self.message.len();
             self.message.extend_from_slice(chunk);
@@ -369,9 +370,8 @@ impl Session {
                 if std::mem::take(&mut self.compressed) {
                     self.wire = 0;
                     if let Some(inflate) = self.inflate.as_mut() {
-                        inflate
-                            .finish(&mut self.message, self.max_message)
-                            .map_err(inflate_code)?;
+                        let finished = inflate.finish(&mut self.message, self.max_message);
+                        finished.map_err(|e| self.inflate_failure(inflate_code(e)))?;
                     }
                     if self.kind == Some(Kind::Text) && self.utf8.extend(&self.message).is_err() {
                         return Err(INVALID_DATA);
@@ -393,6 +393,22 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// The close code for a compressed message that failed to inflate
+    /// with `code`: a text past the limit whose bytes within it are not
+    /// UTF-8 is 1007, as it is when the same bytes come in smaller reads
+    /// and the text is checked before the limit is reached, so the code
+    /// does not depend on how the reads fell.
+    fn inflate_failure(&mut self, code: u16) -> u16 {
+        if code != TOO_BIG || self.kind != Some(Kind::Text) {
+            return code;
+        }
+        let within = &self.message[..self.message.len().min(self.max_message)];
+        match self.utf8.extend(within) {
+            Ok(()) => code,
+            Err(_) => INVALID_DATA,
+        }
     }
 
     /// Ends the session on a broken rule.
