@@ -40,20 +40,31 @@ use crate::runtime::shared::Shared;
 use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
 use crate::runtime::wakeup::{Mailbox, Wake, EXPIRE, HANGUP, READY, REPLY};
 
-/// Bytes read per `read` call.
+/// Bytes read per `read` call of HTTP/1.1 and HTTP/2.
 const READ_CHUNK: usize = 16 * 1024;
+/// Bytes read per `read` call of a WebSocket: a 16 KiB message and its
+/// frame head come in one read, where a 16 KiB read would take two.
+const WS_READ_CHUNK: usize = 64 * 1024;
 /// Unread input discarded before closing, so the close is a FIN rather than a
 /// reset that could destroy the last response before the client reads it.
 const MAX_DISCARD_ON_CLOSE: usize = 64 * 1024;
 
 struct Scratch {
+    /// `WS_READ_CHUNK` bytes; HTTP reads use the first `READ_CHUNK`.
     input: Box<[u8]>,
     output: BytesMut,
 }
 
+impl Scratch {
+    /// Where an HTTP/1.1 or HTTP/2 read goes.
+    fn http_input(&mut self) -> &mut [u8] {
+        &mut self.input[..READ_CHUNK]
+    }
+}
+
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
-        input: vec![0; READ_CHUNK].into_boxed_slice(),
+        input: vec![0; WS_READ_CHUNK].into_boxed_slice(),
         output: BytesMut::with_capacity(2 * OUTPUT_HIGH_WATER),
     });
 }

@@ -238,7 +238,7 @@ impl Connection {
                 self.http2_note_deadline();
                 return Ok(Flow::Open);
             }
-            let received = self.transport.read(&mut scratch.input);
+            let received = self.transport.read(scratch.http_input());
             self.note_wire();
             let Some(h2) = self.http2.as_deref_mut() else {
                 return Ok(Flow::Close);

@@ -66,7 +66,7 @@ impl Connection {
             } else if input_used_up {
                 return self.wait_for_input();
             } else {
-                let received = self.transport.read(&mut scratch.input);
+                let received = self.transport.read(scratch.http_input());
                 self.note_wire();
                 match received {
                     Ok(Received::End) => return Ok(Flow::Close),
@@ -228,7 +228,7 @@ impl Connection {
     pub(super) fn discard_unread(&mut self, scratch: &mut Scratch) -> Unread {
         let mut discarded = 0;
         while discarded < MAX_DISCARD_ON_CLOSE {
-            let received = self.transport.read(&mut scratch.input);
+            let received = self.transport.read(scratch.http_input());
             self.note_wire();
             match received {
                 Ok(Received::Data { len, .. }) => discarded += len.max(1),
