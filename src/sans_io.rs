@@ -38,9 +38,10 @@ pub fn canned_responses(routes: &Routes, date: &[u8; DATE_LEN]) -> Vec<Vec<u8>> 
 
 /// A WebSocket client's frames decoded without sockets: what a
 /// WebSocket connection feeds each read to (`ws::session`), for the fuzz
-/// target.
+/// target. Each read is copied into a buffer of its own first, as the
+/// connection's scratch buffer holds it, since the session unmasks in place.
 #[derive(Debug)]
-pub struct WsDecoder(crate::ws::session::Session);
+pub struct WsDecoder(crate::ws::session::Session, Vec<u8>);
 
 /// What a [`WsDecoder`] made of the bytes so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +59,7 @@ pub enum WsEvent<'a> {
 impl WsDecoder {
     /// A decoder refusing messages over `max_message` bytes.
     pub fn new(max_message: usize) -> WsDecoder {
-        WsDecoder(crate::ws::session::Session::new(max_message))
+        WsDecoder(crate::ws::session::Session::new(max_message), Vec::new())
     }
 
     /// As [`WsDecoder::new`], on a connection that agreed to
@@ -69,8 +70,8 @@ impl WsDecoder {
         let offer = std::iter::once(&b"permessage-deflate"[..]);
         let session = crate::ws::session::Session::new(max_message);
         match crate::ws::deflate::negotiate(&config, offer) {
-            Some((agreed, _)) => WsDecoder(session.with_inflate(&agreed)),
-            None => WsDecoder(session),
+            Some((agreed, _)) => WsDecoder(session.with_inflate(&agreed), Vec::new()),
+            None => WsDecoder(session, Vec::new()),
         }
     }
 
@@ -83,7 +84,9 @@ impl WsDecoder {
         mut on_event: impl FnMut(WsEvent<'_>),
     ) {
         use crate::ws::session::Event;
-        self.0.feed(input, out, |event, _| {
+        self.1.clear();
+        self.1.extend_from_slice(input);
+        self.0.feed(&mut self.1, out, |event, _| {
             on_event(match event {
                 Event::Text(text) => WsEvent::Text(text),
                 Event::Binary(bytes) => WsEvent::Binary(bytes),

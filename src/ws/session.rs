@@ -16,10 +16,12 @@
 //! });
 //! ```
 //!
-//! After a `Close` or a `Fail` the session ignores everything. The
-//! assembled message is kept in one buffer reused from message to message
-//! (given back past `KEEP_CAPACITY`), so an echo allocates nothing once
-//! warm.
+//! After a `Close` or a `Fail` the session ignores everything. A message
+//! of one frame that is all in the bytes fed is unmasked where it lies and
+//! handed over from there, with no copy (the bytes are the caller's
+//! scratch, hence `&mut`). Any other message is assembled in one buffer
+//! reused from message to message (given back past `KEEP_CAPACITY`), so
+//! an echo allocates nothing once warm.
 //!
 //! With permessage-deflate agreed (`Session::with_inflate`), a message
 //! whose first frame has RSV1 set is inflated as its frames arrive, into
@@ -164,7 +166,7 @@ impl Session {
     /// which pongs are written too.
     pub(crate) fn feed(
         &mut self,
-        mut input: &[u8],
+        mut input: &mut [u8],
         out: &mut BytesMut,
         mut on_event: impl FnMut(Event<'_>, &mut BytesMut),
     ) {
@@ -175,7 +177,7 @@ impl Session {
                     let need = head_len(&self.head, have);
                     let take = (need - have).min(input.len());
                     self.head[have..have + take].copy_from_slice(&input[..take]);
-                    input = &input[take..];
+                    input = &mut std::mem::take(&mut input)[take..];
                     let have = have + take;
                     self.stage = Stage::Head { have };
                     if have < 2 {
@@ -194,13 +196,29 @@ impl Session {
                                 return self.fail(code, out, &mut on_event);
                             }
                         }
-                        Ok(frame) => self.stage = Stage::Payload(frame),
+                        Ok(frame) if self.is_whole_in(&frame, input.len()) => {
+                            let (payload, rest) =
+                                std::mem::take(&mut input).split_at_mut(frame.left as usize);
+                            input = rest;
+                            self.stage = Stage::Head { have: 0 };
+                            if let Err(code) =
+                                self.whole_message(&frame, payload, out, &mut on_event)
+                            {
+                                return self.fail(code, out, &mut on_event);
+                            }
+                        }
+                        Ok(frame) => {
+                            if frame.opcode & 0x8 == 0 && !self.compressed {
+                                self.message.reserve(frame.left as usize);
+                            }
+                            self.stage = Stage::Payload(frame);
+                        }
                         Err(code) => return self.fail(code, out, &mut on_event),
                     }
                 }
                 Stage::Payload(mut frame) => {
                     let take = frame.left.min(input.len() as u64) as usize;
-                    let (chunk, rest) = input.split_at(take);
+                    let (chunk, rest) = std::mem::take(&mut input).split_at_mut(take);
                     input = rest;
                     if let Err(code) = self.take_payload(&mut frame, chunk) {
                         return self.fail(code, out, &mut on_event);
@@ -291,13 +309,40 @@ impl Session {
                     _ => Kind::Binary,
                 });
             }
-            if !self.compressed {
-                self.message.reserve(len as usize);
-            }
         } else {
             self.control_len = 0;
         }
         Ok(frame)
+    }
+
+    /// `frame` is a message of its own, uncompressed, and its payload is
+    /// all in the `available` bytes that follow its head.
+    fn is_whole_in(&self, frame: &Frame, available: usize) -> bool {
+        frame.fin
+            && matches!(frame.opcode, 0x1 | 0x2)
+            && !self.compressed
+            && frame.left <= available as u64
+    }
+
+    /// A message of one frame, its `payload` all here: unmasked in place
+    /// and handed over as it lies, without a copy into the message buffer.
+    fn whole_message(
+        &mut self,
+        frame: &Frame,
+        payload: &mut [u8],
+        out: &mut BytesMut,
+        on_event: &mut impl FnMut(Event<'_>, &mut BytesMut),
+    ) -> Result<(), u16> {
+        self.frames += 1;
+        unmask(payload, frame.mask, 0);
+        match self.kind.take() {
+            Some(Kind::Text) => {
+                let text = std::str::from_utf8(payload).map_err(|_| INVALID_DATA)?;
+                on_event(Event::Text(text), out);
+            }
+            _ => on_event(Event::Binary(payload), out),
+        }
+        Ok(())
     }
 
     /// Unmasks `chunk` of `frame`'s payload into the message or the

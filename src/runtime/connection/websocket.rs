@@ -140,7 +140,7 @@ impl Connection {
     pub(super) fn begin_websocket(
         &mut self,
         upgraded: Upgraded,
-        leftover: BytesMut,
+        mut leftover: BytesMut,
         scratch: &mut Scratch,
         sender: &dyn AnySender,
     ) -> io::Result<Flow> {
@@ -175,7 +175,7 @@ impl Connection {
             (0, written)
         });
         if !leftover.is_empty() {
-            self.ws_frames(&leftover, scratch, sender);
+            self.ws_frames(&mut leftover, scratch, sender);
         }
         self.ws_settle(scratch)?;
         self.ws_drive(scratch, sender)
@@ -254,8 +254,8 @@ impl Connection {
                 }
                 Ok(Received::Data { len, drained }) => {
                     input_used_up = drained && !self.mode.reads_until_blocked() && !self.hung_up;
-                    let input = std::mem::take(&mut scratch.input);
-                    self.ws_frames(&input[..len], scratch, sender);
+                    let mut input = std::mem::take(&mut scratch.input);
+                    self.ws_frames(&mut input[..len], scratch, sender);
                     scratch.input = input;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -291,9 +291,10 @@ impl Connection {
         }
     }
 
-    /// Decodes `input`: each message to the actor, pings answered, and a
-    /// close or a broken rule settled, all into the scratch output.
-    fn ws_frames(&mut self, input: &[u8], scratch: &mut Scratch, sender: &dyn AnySender) {
+    /// Decodes `input` (unmasking it in place): each message to the actor,
+    /// pings answered, and a close or a broken rule settled, all into the
+    /// scratch output.
+    fn ws_frames(&mut self, input: &mut [u8], scratch: &mut Scratch, sender: &dyn AnySender) {
         self.ws_run(scratch, sender, |session, out, sender| {
             let WsSession {
                 frames,

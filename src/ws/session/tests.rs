@@ -27,7 +27,7 @@ fn decode(input: &[u8], step: usize, max: usize) -> (Vec<String>, Vec<u8>) {
     let mut out = BytesMut::new();
     let mut events = Vec::new();
     for piece in input.chunks(step.max(1)) {
-        session.feed(piece, &mut out, |event, _| {
+        session.feed(&mut piece.to_vec(), &mut out, |event, _| {
             events.push(format!("{event:?}"))
         });
     }
@@ -150,17 +150,47 @@ fn a_close_reports_its_code_and_ends_the_session() {
     );
 }
 
+/// Feeds `input` to `session` in two reads, cut `at` bytes in.
+fn feed_cut(session: &mut Session, input: &[u8], at: usize) {
+    let mut out = BytesMut::new();
+    let (first, second) = input.split_at(at);
+    session.feed(&mut first.to_vec(), &mut out, |_, _| {});
+    session.feed(&mut second.to_vec(), &mut out, |_, _| {});
+}
+
 #[test]
 fn the_message_buffer_is_reused_and_given_back_when_large() {
+    // Cut inside the payload: the message is assembled in the buffer.
     let mut session = Session::new(1 << 20);
-    let mut out = BytesMut::new();
-    session.feed(&frame(true, 2, &[1; 100]), &mut out, |_, _| {});
+    feed_cut(&mut session, &frame(true, 2, &[1; 100]), 20);
     let capacity = session.message.capacity();
     assert!(capacity >= 100);
-    session.feed(&frame(true, 2, &[1; 50]), &mut out, |_, _| {});
+    feed_cut(&mut session, &frame(true, 2, &[1; 50]), 20);
     assert_eq!(session.message.capacity(), capacity, "kept");
-    session.feed(&frame(true, 2, &[1; 70_000]), &mut out, |_, _| {});
+    feed_cut(&mut session, &frame(true, 2, &[1; 70_000]), 20);
     assert_eq!(session.message.capacity(), 0, "given back");
+}
+
+#[test]
+fn a_message_all_in_one_read_is_handed_over_where_it_lies() {
+    let mut session = Session::new(1 << 20);
+    let mut out = BytesMut::new();
+    let payload: Vec<u8> = (0..16_384u32).map(|i| (i % 251) as u8).collect();
+    let mut input = frame(true, 2, &payload);
+    input.extend(frame(true, 1, "héllo".as_bytes()));
+    let mut seen = Vec::new();
+    session.feed(&mut input, &mut out, |event, _| match event {
+        Event::Binary(bytes) => seen.push(bytes.to_vec()),
+        Event::Text(text) => seen.push(text.as_bytes().to_vec()),
+        other => panic!("{other:?}"),
+    });
+    assert_eq!(seen, [payload, "héllo".as_bytes().to_vec()]);
+    assert_eq!(
+        session.message.capacity(),
+        0,
+        "no copy into the message buffer"
+    );
+    assert_eq!(session.frames(), 2);
 }
 
 #[test]
@@ -171,9 +201,10 @@ fn every_whole_frame_is_counted_control_frames_too() {
     input.extend(frame(true, 9, b""));
     input.extend(frame(true, 10, b""));
     input.extend(frame(true, 0, b"b"));
-    session.feed(&input[..input.len() - 1], &mut out, |_, _| {});
+    let last = input.len() - 1;
+    session.feed(&mut input[..last], &mut out, |_, _| {});
     assert_eq!(session.frames(), 3, "the last frame is not whole yet");
-    session.feed(&input[input.len() - 1..], &mut out, |_, _| {});
+    session.feed(&mut input[last..], &mut out, |_, _| {});
     assert_eq!(session.frames(), 4);
 }
 
@@ -204,7 +235,7 @@ fn decode_deflate(input: &[u8], step: usize, max: usize) -> (Vec<String>, Sessio
     let mut out = BytesMut::new();
     let mut events = Vec::new();
     for piece in input.chunks(step.max(1)) {
-        session.feed(piece, &mut out, |event, _| {
+        session.feed(&mut piece.to_vec(), &mut out, |event, _| {
             events.push(format!("{event:?}"))
         });
     }
