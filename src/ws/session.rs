@@ -26,6 +26,10 @@
 //! With permessage-deflate agreed (`Session::with_inflate`), a message
 //! whose first frame has RSV1 set is inflated as its frames arrive, into
 //! the same buffer, and the limit and UTF-8 apply to what it inflates to.
+//! That buffer is given back after each compressed message, so an idle
+//! compressed connection holds no more than a plain one (one allocation
+//! per message, of the size the last one took, against inflating that
+//! costs far more).
 
 use bytes::BytesMut;
 
@@ -107,6 +111,9 @@ pub(crate) struct Session {
     compressed: bool,
     /// Its compressed bytes so far.
     wire: u64,
+    /// What the last compressed message inflated to: the room reserved
+    /// for the next, whose buffer is not kept between messages.
+    inflated_hint: usize,
 }
 
 /// Compressed bytes are checked at the frame head too, against the limit
@@ -135,6 +142,7 @@ impl Session {
             inflate: None,
             compressed: false,
             wire: 0,
+            inflated_hint: 0,
         }
     }
 
@@ -295,6 +303,9 @@ impl Session {
                 self.compressed = head[0] & RSV1 != 0;
             }
             if self.compressed {
+                if frame.opcode != 0 && self.message.capacity() == 0 {
+                    self.message.reserve_exact(self.inflated_hint);
+                }
                 // What it inflates to is checked as it inflates.
                 self.wire = self.wire.saturating_add(len);
                 if self.wire > wire_limit(self.max_message) {
@@ -412,7 +423,8 @@ impl Session {
             }
             _ if !frame.fin => {}
             _ => {
-                if std::mem::take(&mut self.compressed) {
+                let compressed = std::mem::take(&mut self.compressed);
+                if compressed {
                     self.wire = 0;
                     if let Some(inflate) = self.inflate.as_mut() {
                         let finished = inflate.finish(&mut self.message, self.max_message);
@@ -432,7 +444,13 @@ impl Session {
                     on_event(Event::Binary(&self.message), out);
                 }
                 self.message.clear();
-                if self.message.capacity() > KEEP_CAPACITY {
+                if compressed {
+                    // A compressed connection is one that idles cheaply:
+                    // its buffer goes, and the next message reserves as
+                    // much as this one took.
+                    self.inflated_hint = self.message.capacity().min(KEEP_CAPACITY);
+                    self.message = Vec::new();
+                } else if self.message.capacity() > KEEP_CAPACITY {
                     self.message = Vec::new();
                 }
             }

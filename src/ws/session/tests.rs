@@ -243,6 +243,25 @@ fn decode_deflate(input: &[u8], step: usize, max: usize) -> (Vec<String>, Sessio
 }
 
 #[test]
+fn a_compressed_message_gives_its_buffer_back_and_the_next_reserves_its_size() {
+    let text = "κόσμε, ".repeat(40);
+    let mut input = frame(true, 1, &compressed(text.as_bytes()));
+    input[0] |= 0x40;
+    let twice = [input.clone(), input].concat();
+    let (events, session) = decode_deflate(&twice, 7, 1 << 20);
+    assert_eq!(
+        events,
+        [format!("Text({text:?})"), format!("Text({text:?})")]
+    );
+    assert_eq!(session.message.capacity(), 0, "nothing kept while idle");
+    assert!(
+        session.inflated_hint >= text.len(),
+        "{}",
+        session.inflated_hint
+    );
+}
+
+#[test]
 fn compressed_messages_inflate_however_the_bytes_are_cut() {
     let text = "κόσμε, ".repeat(40);
     let mut whole = frame(true, 1, &compressed(text.as_bytes()));
