@@ -172,6 +172,26 @@ fn the_message_buffer_is_reused_and_given_back_when_large() {
 }
 
 #[test]
+fn a_message_cut_across_reads_reserves_its_length_at_its_head_and_a_ping_nothing() {
+    let mut session = Session::new(1 << 20);
+    let mut out = BytesMut::new();
+    let mut ping = frame(true, 9, &[5; 100]);
+    session.feed(&mut ping[..50], &mut out, |_, _| {});
+    assert_eq!(
+        session.message.capacity(),
+        0,
+        "a control frame is not a message"
+    );
+    session.feed(&mut ping[50..], &mut out, |_, _| {});
+    let mut input = frame(true, 2, &[3; 5000]);
+    session.feed(&mut input[..100], &mut out, |_, _| {});
+    assert!(
+        session.message.capacity() >= 5000,
+        "one allocation for the whole message"
+    );
+}
+
+#[test]
 fn a_message_all_in_one_read_is_handed_over_where_it_lies() {
     let mut session = Session::new(1 << 20);
     let mut out = BytesMut::new();
