@@ -167,6 +167,12 @@ fn the_message_buffer_is_reused_and_given_back_when_large() {
     assert!(capacity >= 100);
     feed_cut(&mut session, &frame(true, 2, &[1; 50]), 20);
     assert_eq!(session.message.capacity(), capacity, "kept");
+    feed_cut(&mut session, &frame(true, 2, &[1; KEEP_CAPACITY]), 20);
+    assert_eq!(
+        session.message.capacity(),
+        KEEP_CAPACITY,
+        "kept at the limit"
+    );
     feed_cut(&mut session, &frame(true, 2, &[1; 70_000]), 20);
     assert_eq!(session.message.capacity(), 0, "given back");
 }
@@ -264,7 +270,8 @@ fn decode_deflate(input: &[u8], step: usize, max: usize) -> (Vec<String>, Sessio
 
 #[test]
 fn a_compressed_message_gives_its_buffer_back_and_the_next_reserves_its_size() {
-    let text = "κόσμε, ".repeat(40);
+    // Larger than the 512 bytes inflating reserves at the least.
+    let text = "κόσμε, ".repeat(200);
     let mut input = frame(true, 1, &compressed(text.as_bytes()));
     input[0] |= 0x40;
     let twice = [input.clone(), input].concat();
@@ -279,6 +286,11 @@ fn a_compressed_message_gives_its_buffer_back_and_the_next_reserves_its_size() {
         "{}",
         session.inflated_hint
     );
+    // The next compressed message reserves that much at its head.
+    let mut session = session;
+    let mut head = twice[..10].to_vec();
+    session.feed(&mut head, &mut BytesMut::new(), |_, _| {});
+    assert!(session.message.capacity() >= session.inflated_hint);
 }
 
 #[test]
