@@ -111,8 +111,8 @@ pub(crate) struct Session {
     compressed: bool,
     /// Its compressed bytes so far.
     wire: u64,
-    /// What the last compressed message inflated to: the room reserved
-    /// for the next, whose buffer is not kept between messages.
+    /// The room the last compressed message's buffer took: reserved for
+    /// the next, since that buffer is not kept between messages.
     inflated_hint: usize,
 }
 
@@ -215,12 +215,7 @@ impl Session {
                                 return self.fail(code, out, &mut on_event);
                             }
                         }
-                        Ok(frame) => {
-                            if frame.opcode & 0x8 == 0 && !self.compressed {
-                                self.message.reserve(frame.left as usize);
-                            }
-                            self.stage = Stage::Payload(frame);
-                        }
+                        Ok(frame) => self.stage = Stage::Payload(frame),
                         Err(code) => return self.fail(code, out, &mut on_event),
                     }
                 }
@@ -303,7 +298,7 @@ impl Session {
                 self.compressed = head[0] & RSV1 != 0;
             }
             if self.compressed {
-                if frame.opcode != 0 && self.message.capacity() == 0 {
+                if frame.opcode != 0 {
                     self.message.reserve_exact(self.inflated_hint);
                 }
                 // What it inflates to is checked as it inflates.
@@ -374,6 +369,8 @@ impl Session {
             let inflated = self.inflate_chunk(chunk, frame.mask, phase);
             inflated.map_err(|code| self.inflate_failure(code))?;
         } else {
+            // The frame's whole payload at once, on its first piece.
+            self.message.reserve(chunk.len() + frame.left as usize);
             let start = self.message.len();
             self.message.extend_from_slice(chunk);
             unmask(&mut self.message[start..], frame.mask, phase);

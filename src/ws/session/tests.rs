@@ -178,7 +178,7 @@ fn the_message_buffer_is_reused_and_given_back_when_large() {
 }
 
 #[test]
-fn a_message_cut_across_reads_reserves_its_length_at_its_head_and_a_ping_nothing() {
+fn a_message_cut_across_reads_reserves_its_whole_length_at_once_and_a_ping_nothing() {
     let mut session = Session::new(1 << 20);
     let mut out = BytesMut::new();
     let mut ping = frame(true, 9, &[5; 100]);
