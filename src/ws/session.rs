@@ -341,14 +341,7 @@ impl Session {
     ) -> Result<(), u16> {
         self.frames += 1;
         unmask(payload, frame.mask, 0);
-        match self.kind.take() {
-            Some(Kind::Text) => {
-                let text = std::str::from_utf8(payload).map_err(|_| INVALID_DATA)?;
-                on_event(Event::Text(text), out);
-            }
-            _ => on_event(Event::Binary(payload), out),
-        }
-        Ok(())
+        hand_over(self.kind.take(), payload, out, on_event)
     }
 
     /// Unmasks `chunk` of `frame`'s payload into the message or the
@@ -433,13 +426,10 @@ impl Session {
                 }
                 let kind = self.kind.take();
                 if kind == Some(Kind::Text) {
-                    self.utf8.finish(&self.message).map_err(|_| INVALID_DATA)?;
                     // Checked as it arrived, and just now whole.
-                    let text = std::str::from_utf8(&self.message).map_err(|_| INVALID_DATA)?;
-                    on_event(Event::Text(text), out);
-                } else {
-                    on_event(Event::Binary(&self.message), out);
+                    self.utf8.finish(&self.message).map_err(|_| INVALID_DATA)?;
                 }
+                hand_over(kind, &self.message, out, on_event)?;
                 self.message.clear();
                 if compressed {
                     // A compressed connection is one that idles cheaply:
@@ -490,6 +480,24 @@ impl Session {
             inflate.release();
         }
     }
+}
+
+/// A whole message to the caller: text as `str` (1007 if it is not
+/// UTF-8), anything else as bytes.
+fn hand_over(
+    kind: Option<Kind>,
+    message: &[u8],
+    out: &mut BytesMut,
+    on_event: &mut impl FnMut(Event<'_>, &mut BytesMut),
+) -> Result<(), u16> {
+    match kind {
+        Some(Kind::Text) => {
+            let text = std::str::from_utf8(message).map_err(|_| INVALID_DATA)?;
+            on_event(Event::Text(text), out);
+        }
+        _ => on_event(Event::Binary(message), out),
+    }
+    Ok(())
 }
 
 /// The close code for a message that could not be inflated.
