@@ -233,6 +233,18 @@ fn address_of(
     named.ok()?.1.as_socket()
 }
 
+/// Whether this process holds the socket with this inode open (a
+/// descriptor in /proc/self/fd names it `socket:[INODE]`). Unlike the
+/// kernel's list of listeners, a copy of the descriptor table that a
+/// parallel test's `Command` holds between fork and exec does not count.
+pub fn holds_socket(inode: u64) -> bool {
+    let name = format!("socket:[{inode}]");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .any(|target| target.as_os_str() == name.as_str())
+}
+
 /// The sockets listening on `addr` (IPv4), by inode, as the kernel lists
 /// them in /proc/net/tcp. A listener's inode names that socket alone: once
 /// it is gone from the list it is closed, whoever listens on the port since.
