@@ -32,6 +32,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                            [--cors ORIGIN]... [--request-id] [--redirect-https PORT]
                            [--access-log PATH|- [--log-name NAME]] [--metrics ADDR:PORT]
                            [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
+                                                [--nats-creds FILE | --nats-nkey FILE]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
                            [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--version] [--help]
 
@@ -114,6 +115,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                             name); letters, digits, - and _
   --nats-ca PATH            trust the certificates in PATH (PEM) for tls:// servers
                             (default: the system's)
+  --nats-creds FILE         authenticate with the user JWT and NKEY seed in FILE
+                            (a .creds file, as nsc writes it); read at start
+  --nats-nkey FILE          authenticate with the NKEY user seed (SU...) in FILE;
+                            read at start
   --nats-prefix NAME        the first token of the cluster's subjects (default upc),
                             so that clusters can share a NATS
   --nats-buffer SIZE        what may wait to be sent to NATS, per poller; past it,
@@ -244,6 +249,8 @@ where
     let mut nats: Option<Vec<NatsUrl>> = None;
     let mut node = None;
     let mut nats_ca = None;
+    let mut nats_creds = None;
+    let mut nats_nkey = None;
     let mut nats_prefix = None;
     let mut nats_buffer = None;
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
@@ -359,6 +366,8 @@ where
                 };
             }
             "--nats-ca" => nats_ca = Some(path(&flag, os_value()?)?),
+            "--nats-creds" => nats_creds = Some(path(&flag, os_value()?)?),
+            "--nats-nkey" => nats_nkey = Some(path(&flag, os_value()?)?),
             "--nats-prefix" => nats_prefix = Some(value()?),
             "--nats-buffer" => {
                 let size = parse_size(&flag, &value()?)?;
@@ -388,6 +397,11 @@ where
             let node = node.unwrap_or_else(host_node_name);
             let mut cluster = ClusterConfig::new(servers, &node);
             cluster.ca = nats_ca;
+            if nats_creds.is_some() && nats_nkey.is_some() {
+                return Err("--nats-creds and --nats-nkey: give one of them".into());
+            }
+            cluster.creds = nats_creds;
+            cluster.nkey = nats_nkey;
             cluster.prefix = nats_prefix.unwrap_or(cluster.prefix);
             cluster.buffer = nats_buffer.unwrap_or(cluster.buffer);
             for (flag, value) in [
@@ -405,10 +419,16 @@ where
         }
         None if node.is_some()
             || nats_ca.is_some()
+            || nats_creds.is_some()
+            || nats_nkey.is_some()
             || nats_prefix.is_some()
             || nats_buffer.is_some() =>
         {
-            return Err("--node, --nats-ca, --nats-prefix and --nats-buffer need --nats".into())
+            return Err(
+                "--node, --nats-ca, --nats-creds, --nats-nkey, --nats-prefix and --nats-buffer \
+                 need --nats"
+                    .into(),
+            )
         }
         None => {}
     }

@@ -246,7 +246,8 @@ impl Config {
 
 /// How the server joins its cluster: the NATS servers to connect to, the
 /// name it goes by, and what TLS trusts (`--nats`, `--node`, `--nats-ca`).
-/// Credentials (a user and password, or a token) go in the URLs.
+/// Credentials: a user and password, or a token, in the URLs; or a key,
+/// from a `.creds` file (`--nats-creds`) or an NKEY seed (`--nats-nkey`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterConfig {
     /// The NATS servers, tried in turn (`nats://`, `tls://`; a user and
@@ -258,6 +259,12 @@ pub struct ClusterConfig {
     /// PEM certificates to trust for `tls://` servers, instead of the
     /// system's.
     pub ca: Option<PathBuf>,
+    /// A `.creds` file (a user JWT and its NKEY seed, as `nsc` writes
+    /// them), for servers in operator (JWT) mode. Read once, at start.
+    pub creds: Option<PathBuf>,
+    /// A file holding an NKEY user seed (`SU...`), for servers that list
+    /// users by NKEY. Read once, at start.
+    pub nkey: Option<PathBuf>,
     /// The first token of every subject the cluster uses, so that several
     /// clusters can share one NATS.
     pub prefix: String,
@@ -279,6 +286,8 @@ impl ClusterConfig {
             servers,
             node: node.to_string(),
             ca: None,
+            creds: None,
+            nkey: None,
             prefix: "upc".to_string(),
             ping_interval: Duration::from_secs(20),
             buffer: 8 << 20,
@@ -287,7 +296,8 @@ impl ClusterConfig {
     }
 
     /// Checks what a running server relies on: a server to connect to,
-    /// a node name and a prefix that are each one subject token.
+    /// a node name and a prefix that are each one subject token, and at
+    /// most one key (`creds` or `nkey`).
     pub fn check(&self) -> Result<(), String> {
         if self.servers.is_empty() {
             return Err("no NATS server".into());
@@ -303,6 +313,9 @@ impl ClusterConfig {
                 "subject prefix {:?}: use letters, digits, '-' and '_'",
                 self.prefix
             ));
+        }
+        if self.creds.is_some() && self.nkey.is_some() {
+            return Err("a .creds file or an NKEY seed, not both".into());
         }
         Ok(())
     }

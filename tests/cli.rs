@@ -587,3 +587,40 @@ fn bind_repeats_and_bind_tls_adds_tls_listeners() {
         Some("--bind-tls needs --tls-cert and --tls-key")
     );
 }
+
+#[test]
+fn reads_the_nats_key_flags_and_refuses_both_or_either_alone() {
+    let cluster = |args: &[&str]| {
+        let mut all = vec!["--nats", "nats://127.0.0.1:4222", "--node", "a"];
+        all.extend_from_slice(args);
+        config(&all).cluster.unwrap()
+    };
+    let plain = cluster(&[]);
+    assert_eq!((plain.creds, plain.nkey), (None, None));
+    let creds = cluster(&["--nats-creds", "/etc/u.creds"]);
+    assert_eq!(creds.creds, Some(PathBuf::from("/etc/u.creds")));
+    assert_eq!(creds.nkey, None);
+    let nkey = cluster(&["--nats-nkey=/etc/u.nk"]);
+    assert_eq!(nkey.nkey, Some(PathBuf::from("/etc/u.nk")));
+    assert_eq!(nkey.creds, None);
+    assert_eq!(
+        parse(&[
+            "--nats=127.0.0.1",
+            "--nats-creds=a.creds",
+            "--nats-nkey=a.nk"
+        ]),
+        Err("--nats-creds and --nats-nkey: give one of them".to_string())
+    );
+    for flag in ["--nats-creds=a.creds", "--nats-nkey=a.nk"] {
+        assert_eq!(
+            parse(&[flag]),
+            Err(
+                "--node, --nats-ca, --nats-creds, --nats-nkey, --nats-prefix and \
+                 --nats-buffer need --nats"
+                    .to_string()
+            ),
+            "{flag}"
+        );
+    }
+    assert!(USAGE.contains("  --nats-creds FILE         authenticate with the user JWT"));
+}

@@ -2,8 +2,8 @@
 //! dispatch modes: an actor route to another server's actor, sends between
 //! servers' actors, a name served by several servers, topics across
 //! servers, no responders, NATS down, restarted, stopped and continued, a
-//! malformed message, refused credentials. Exact bytes where HTTP is
-//! involved.
+//! malformed message, refused credentials, NKEY and `.creds` keys. Exact
+//! bytes where HTTP is involved.
 
 mod common;
 
@@ -703,12 +703,178 @@ fn refused_credentials_keep_the_server_local_and_say_so(dispatch: Dispatch) {
         sample(&metrics_page(&refused), "uppercut_nats_connected"),
         0
     );
-    let mut client = Client::connect(refused.local_addr());
+    serves_only_local_routes(&refused);
+}
+
+/// A server that could not join: its remote route `/count` answers 503,
+/// its local `/` as ever.
+fn serves_only_local_routes(server: &Server) {
+    let mut client = Client::connect(server.local_addr());
     client.send(get("/count").as_bytes());
     let body = "503 Service Unavailable: NATS is unreachable\n";
     assert_response(&client.response(false), &unavailable(body));
     client.send(get("/").as_bytes());
     assert_response(&client.response(false), common::HELLO);
+}
+
+/// Starts node `b` owning a `Counter` and node `a` routing `/count` to
+/// it, each with `config(node)`, and checks a count across them.
+fn counts_across(config: impl Fn(&str) -> Config) {
+    let counter = Counter {
+        node: "b",
+        count: 0,
+    };
+    let b = start_with(&config("b"), Routes::new().spawn("counter", counter));
+    let a = start_with(
+        &config("a"),
+        Routes::new().actor(&[Method::Get], "/count", "counter@b"),
+    );
+    wait_ready(&b);
+    wait_ready(&a);
+    let mut client = Client::connect(a.local_addr());
+    client.send(get("/count").as_bytes());
+    assert_response(&client.response(false), &text_response("b 1 /count"));
+}
+
+/// Keys and JWTs for NATS' NKEY and decentralized (operator) auth, made
+/// here as `nk` and `nsc` would make them.
+mod keys {
+    use std::path::PathBuf;
+
+    use base64::Engine;
+    use nkeys::KeyPair;
+    use serde_json::{json, Value};
+
+    /// Writes `text` to a file of its own; returns its path.
+    pub fn file(name: &str, text: &str) -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "nats-keys-{}-{}",
+            std::process::id(),
+            KeyPair::new_user().public_key()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn b64(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    /// A JWT for `subject` with `nats` claims, signed by `issuer`.
+    fn jwt(issuer: &KeyPair, subject: &str, nats: Value) -> String {
+        let header = b64(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+        let claims = json!({
+            "jti": subject, "iat": 1_764_000_000u64, "iss": issuer.public_key(),
+            "name": subject, "sub": subject, "nats": nats,
+        });
+        let signed = format!("{header}.{}", b64(claims.to_string().as_bytes()));
+        format!("{signed}.{}", b64(&issuer.sign(signed.as_bytes()).unwrap()))
+    }
+
+    /// An operator that trusts one account: the nats-server configuration
+    /// (a memory resolver), and a user JWT of that account for `user`.
+    pub fn operator(user: &KeyPair) -> (String, String) {
+        let (operator, account) = (KeyPair::new_operator(), KeyPair::new_account());
+        let unlimited = json!({"subs": -1, "data": -1, "payload": -1, "imports": -1,
+            "exports": -1, "wildcards": true, "conn": -1, "leaf": -1});
+        let config = format!(
+            "operator: \"{}\"\nresolver: MEMORY\nresolver_preload: {{ {}: \"{}\" }}",
+            jwt(
+                &operator,
+                &operator.public_key(),
+                json!({"type": "operator", "version": 2})
+            ),
+            account.public_key(),
+            jwt(
+                &operator,
+                &account.public_key(),
+                json!({"limits": unlimited, "type": "account", "version": 2})
+            ),
+        );
+        let user_jwt = jwt(
+            &account,
+            &user.public_key(),
+            json!({"pub": {}, "sub": {},
+            "subs": -1, "data": -1, "payload": -1, "type": "user", "version": 2}),
+        );
+        (config, user_jwt)
+    }
+
+    /// A `.creds` file as `nsc` writes it: `jwt`, then `seed`'s seed.
+    pub fn creds(jwt: &str, seed: &KeyPair) -> PathBuf {
+        file(
+            "user.creds",
+            &format!(
+                "-----BEGIN NATS USER JWT-----\n{jwt}\n------END NATS USER JWT------\n\n\
+                 ************************* IMPORTANT *************************\n\
+                 NKEY Seed printed below can be used to sign and prove identity.\n\n\
+                 -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+                seed.seed().unwrap()
+            ),
+        )
+    }
+}
+
+/// `--nats-nkey` against a server that lists users by NKEY, and
+/// `--nats-creds` against one in operator mode: the right key joins and
+/// carries a remote route; another key (the seed of someone else, or a
+/// JWT with a seed not its own) is refused, and that server serves its
+/// local routes and answers its remote ones 503.
+fn nkey_and_creds_join_and_another_key_is_refused(dispatch: Dispatch) {
+    use nkeys::KeyPair;
+    let (user, stranger) = (KeyPair::new_user(), KeyPair::new_user());
+    let seed_file = |key: &KeyPair| keys::file("user.nk", &format!("{}\n", key.seed().unwrap()));
+    let nkey_nats = Nats::start_with(&format!(
+        "authorization {{ users = [ {{ nkey: {} }} ] }}",
+        user.public_key()
+    ));
+    let (operator_config, user_jwt) = keys::operator(&user);
+    let jwt_nats = Nats::start_with(&operator_config);
+    type Key = fn(&mut uppercut_mio_server::ClusterConfig, std::path::PathBuf);
+    let nkey: Key = |cluster, path| cluster.nkey = Some(path);
+    let creds: Key = |cluster, path| cluster.creds = Some(path);
+    let cases = [
+        (&nkey_nats, nkey, seed_file(&user), seed_file(&stranger)),
+        (
+            &jwt_nats,
+            creds,
+            keys::creds(&user_jwt, &user),
+            keys::creds(&user_jwt, &stranger),
+        ),
+    ];
+    for (nats, key, good, bad) in cases {
+        let with = |name: &str, path: &std::path::Path| {
+            let mut cluster = nats.cluster(name);
+            key(&mut cluster, path.to_path_buf());
+            Config {
+                cluster: Some(cluster),
+                ..config(dispatch)
+            }
+        };
+        let refused = start_with(
+            &with("c", &bad),
+            Routes::standard().actor(&[Method::Get], "/count", "counter@b"),
+        );
+        counts_across(|node| with(node, &good));
+        assert!(!refused.cluster_ready());
+        serves_only_local_routes(&refused);
+    }
+    // A key file that is not one stops the start, saying why.
+    let not_a_seed = keys::file("user.nk", "no seed here\n");
+    let mut cluster = nkey_nats.cluster("d");
+    cluster.nkey = Some(not_a_seed.clone());
+    let config = Config {
+        cluster: Some(cluster),
+        ..config(dispatch)
+    };
+    let error = uppercut_mio_server::Server::start(&config, Routes::standard())
+        .expect_err("a file without a seed is refused");
+    assert_eq!(
+        error.to_string(),
+        format!("{}: no NKEY seed (SU...) in it", not_a_seed.display())
+    );
 }
 
 fn a_message_past_max_payload_is_refused_at_the_call(dispatch: Dispatch) {
@@ -771,30 +937,13 @@ fn tls_to_nats_with_a_private_ca(dispatch: Dispatch) {
             ..config(dispatch)
         }
     };
-    let b = start_with(
-        &cluster("b"),
-        Routes::new().spawn(
-            "counter",
-            Counter {
-                node: "b",
-                count: 0,
-            },
-        ),
-    );
-    let a = start_with(
-        &cluster("a"),
-        Routes::new().actor(&[Method::Get], "/count", "counter@b"),
-    );
-    wait_ready(&b);
-    wait_ready(&a);
-    let mut client = Client::connect(a.local_addr());
-    client.send(get("/count").as_bytes());
-    assert_response(&client.response(false), &text_response("b 1 /count"));
+    counts_across(cluster);
 }
 
 in_both_modes!(
     malformed_messages_from_nats_are_dropped_and_counted,
     refused_credentials_keep_the_server_local_and_say_so,
+    nkey_and_creds_join_and_another_key_is_refused,
     a_message_past_max_payload_is_refused_at_the_call,
     tls_to_nats_with_a_private_ca,
 );

@@ -469,7 +469,8 @@ impl Link {
     }
 
     /// The server's `INFO` came: TLS if the URL or the server asks for
-    /// it, then `CONNECT`, every subscription, and the `PING` whose `PONG`
+    /// it, then `CONNECT` (with the nonce signed, when it gave one and a
+    /// key was given), every subscription, and the `PING` whose `PONG`
     /// makes the link ready.
     fn greet(&mut self, info: &ServerInfo) -> Result<(), String> {
         let subscriptions = self.subscriptions();
@@ -493,7 +494,11 @@ impl Link {
         if !info.headers {
             return Err("the NATS server does not support headers (2.2 and later do)".into());
         }
-        up.session.connect(&name, &url.credentials, tls, |out| {
+        let mut credentials = url.credentials.clone();
+        if let (Some(identity), Some(nonce)) = (cluster.identity(), &info.nonce) {
+            identity.answer(nonce, &mut credentials)?;
+        }
+        up.session.connect(&name, &credentials, tls, |out| {
             for (subject, queue, sid) in &subscriptions {
                 let queue = queue.as_deref().map(str::as_bytes);
                 proto::write_sub(out, subject.as_bytes(), queue, *sid);

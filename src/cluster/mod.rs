@@ -36,6 +36,7 @@ use crate::cluster::port::{LinkPort, Outbound};
 use crate::cluster::subjects::Subjects;
 use crate::config::ClusterConfig;
 use crate::mail::SendError;
+use crate::nats::identity::Identity;
 use crate::observe::cluster_metrics::{ClusterMetrics, Refusal};
 use crate::routes::actor::ActorRequest;
 use crate::routes::actor_response::ActorResponse;
@@ -52,12 +53,16 @@ pub(crate) struct Cluster {
     metrics: Arc<ClusterMetrics>,
     /// For `tls://` servers (and servers that require TLS).
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// The key that answers a server's nonce (`--nats-creds`,
+    /// `--nats-nkey`).
+    identity: Option<Identity>,
 }
 
 impl Cluster {
     /// The cluster for a server whose pollers' links have `ports`, owning
     /// the actors at `names`.
-    /// Refuses a configuration whose `tls://` servers it cannot trust.
+    /// Refuses a configuration whose `tls://` servers it cannot trust, or
+    /// whose `.creds` or seed file cannot be read as one.
     pub(crate) fn new(
         config: ClusterConfig,
         ports: Vec<Arc<LinkPort>>,
@@ -72,6 +77,11 @@ impl Cluster {
             // Only a server that asks for TLS needs it; it is refused then.
             Err(_) => None,
         };
+        let identity = match (&config.creds, &config.nkey) {
+            (Some(creds), _) => Some(Identity::from_creds_file(creds)?),
+            (None, Some(seed)) => Some(Identity::from_seed_file(seed)?),
+            (None, None) => None,
+        };
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
@@ -83,12 +93,18 @@ impl Cluster {
             ports: ports.into(),
             names,
             tls,
+            identity,
         })
     }
 
     /// The TLS configuration for servers that need it.
     pub(crate) fn tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
         self.tls.as_ref()
+    }
+
+    /// The key that answers a server's nonce, if one was given.
+    pub(crate) fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
     }
 
     pub(crate) fn config(&self) -> &ClusterConfig {

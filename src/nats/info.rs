@@ -53,8 +53,10 @@ pub(crate) struct Credentials {
     pub(crate) user: Option<String>,
     pub(crate) pass: Option<String>,
     pub(crate) token: Option<String>,
-    /// A user JWT and the nonce's signature, from a `.creds` file.
+    /// A user JWT (from a `.creds` file) or an NKEY's public key (from a
+    /// seed), and the server's nonce signed by the key (`nats::identity`).
     pub(crate) jwt: Option<String>,
+    pub(crate) nkey: Option<String>,
     pub(crate) sig: Option<String>,
 }
 
@@ -77,6 +79,7 @@ pub(crate) fn connect_json(name: &str, credentials: &Credentials, tls: bool) -> 
         ("pass", &credentials.pass),
         ("auth_token", &credentials.token),
         ("jwt", &credentials.jwt),
+        ("nkey", &credentials.nkey),
         ("sig", &credentials.sig),
     ];
     for (name, value) in fields {
@@ -122,5 +125,16 @@ mod tests {
         assert_eq!(json["no_responders"], true);
         assert_eq!(json["echo"], false);
         assert!(json.get("auth_token").is_none());
+        let signed = Credentials {
+            nkey: Some("UABC".into()),
+            sig: Some("c2ln".into()),
+            ..Credentials::default()
+        };
+        let json: Value = serde_json::from_str(&connect_json("node-a", &signed, false)).unwrap();
+        assert_eq!(
+            (&json["nkey"], &json["sig"]),
+            (&json!("UABC"), &json!("c2ln"))
+        );
+        assert!(json.get("jwt").is_none() && json.get("user").is_none());
     }
 }

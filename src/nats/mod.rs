@@ -1,7 +1,8 @@
 //! The NATS client protocol as bytes: what a server sends, parsed as it
 //! arrives (`proto`), what a client writes (`proto`), header blocks
 //! (`headers`), the `INFO` a server opens with (`info`), server URLs and
-//! their credentials (`url`), and one client's session, which says what
+//! their credentials (`url`), an NKEY or `.creds` file that answers the
+//! server's nonce (`identity`), and one client's session, which says what
 //! to write and what came, without a socket (`session`).
 //!
 //! The protocol is line-based: a control line (`MSG subject sid 5`),
@@ -11,6 +12,7 @@
 //! module knows nothing of pollers, actors or HTTP: `cluster` drives it.
 
 pub(crate) mod headers;
+pub(crate) mod identity;
 pub(crate) mod info;
 pub(crate) mod proto;
 pub(crate) mod session;
