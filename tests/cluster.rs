@@ -762,44 +762,60 @@ mod keys {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
     }
 
-    /// A JWT for `subject` with `nats` claims, signed by `issuer`.
-    fn jwt(issuer: &KeyPair, subject: &str, nats: Value) -> String {
+    /// A JWT for `subject` with `nats` claims, signed by `issuer`,
+    /// expiring at `expires` (seconds since the epoch) if given.
+    fn jwt(issuer: &KeyPair, subject: &str, nats: Value, expires: Option<u64>) -> String {
         let header = b64(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
-        let claims = json!({
+        let mut claims = json!({
             "jti": subject, "iat": 1_764_000_000u64, "iss": issuer.public_key(),
             "name": subject, "sub": subject, "nats": nats,
         });
+        if let Some(expires) = expires {
+            claims["exp"] = json!(expires);
+        }
         let signed = format!("{header}.{}", b64(claims.to_string().as_bytes()));
         format!("{signed}.{}", b64(&issuer.sign(signed.as_bytes()).unwrap()))
     }
 
-    /// An operator that trusts one account: the nats-server configuration
-    /// (a memory resolver), and a user JWT of that account for `user`.
-    pub fn operator(user: &KeyPair) -> (String, String) {
-        let (operator, account) = (KeyPair::new_operator(), KeyPair::new_account());
-        let unlimited = json!({"subs": -1, "data": -1, "payload": -1, "imports": -1,
-            "exports": -1, "wildcards": true, "conn": -1, "leaf": -1});
-        let config = format!(
-            "operator: \"{}\"\nresolver: MEMORY\nresolver_preload: {{ {}: \"{}\" }}",
-            jwt(
+    /// An operator that trusts one account, as `nsc` sets one up.
+    pub struct Operator {
+        /// The nats-server configuration: the operator JWT and the
+        /// account's, in a memory resolver.
+        pub config: String,
+        account: KeyPair,
+    }
+
+    impl Operator {
+        pub fn new() -> Operator {
+            let (operator, account) = (KeyPair::new_operator(), KeyPair::new_account());
+            let unlimited = json!({"subs": -1, "data": -1, "payload": -1, "imports": -1,
+                "exports": -1, "wildcards": true, "conn": -1, "leaf": -1});
+            let operator_jwt = jwt(
                 &operator,
                 &operator.public_key(),
-                json!({"type": "operator", "version": 2})
-            ),
-            account.public_key(),
-            jwt(
+                json!({"type": "operator", "version": 2}),
+                None,
+            );
+            let account_jwt = jwt(
                 &operator,
                 &account.public_key(),
-                json!({"limits": unlimited, "type": "account", "version": 2})
-            ),
-        );
-        let user_jwt = jwt(
-            &account,
-            &user.public_key(),
-            json!({"pub": {}, "sub": {},
-            "subs": -1, "data": -1, "payload": -1, "type": "user", "version": 2}),
-        );
-        (config, user_jwt)
+                json!({"limits": unlimited, "type": "account", "version": 2}),
+                None,
+            );
+            let config = format!(
+                "operator: \"{operator_jwt}\"\nresolver: MEMORY\n\
+                 resolver_preload: {{ {}: \"{account_jwt}\" }}",
+                account.public_key()
+            );
+            Operator { config, account }
+        }
+
+        /// A JWT the account issues to `user`, expiring at `expires`.
+        pub fn user_jwt(&self, user: &KeyPair, expires: Option<u64>) -> String {
+            let claims = json!({"pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+                "type": "user", "version": 2});
+            jwt(&self.account, &user.public_key(), claims, expires)
+        }
     }
 
     /// A `.creds` file as `nsc` writes it: `jwt`, then `seed`'s seed.
@@ -830,8 +846,9 @@ fn nkey_and_creds_join_and_another_key_is_refused(dispatch: Dispatch) {
         "authorization {{ users = [ {{ nkey: {} }} ] }}",
         user.public_key()
     ));
-    let (operator_config, user_jwt) = keys::operator(&user);
-    let jwt_nats = Nats::start_with(&operator_config);
+    let operator = keys::Operator::new();
+    let user_jwt = operator.user_jwt(&user, None);
+    let jwt_nats = Nats::start_with(&operator.config);
     type Key = fn(&mut uppercut_mio_server::ClusterConfig, std::path::PathBuf);
     let nkey: Key = |cluster, path| cluster.nkey = Some(path);
     let creds: Key = |cluster, path| cluster.creds = Some(path);
@@ -875,6 +892,63 @@ fn nkey_and_creds_join_and_another_key_is_refused(dispatch: Dispatch) {
         error.to_string(),
         format!("{}: no NKEY seed (SU...) in it", not_a_seed.display())
     );
+}
+
+/// A key file replaced while the server runs (a rotated NKEY, a renewed
+/// `.creds` file): the next connection signs with the new key, read from
+/// the file again, without a restart. Here NATS comes back knowing only
+/// the new key, so a server still signing with the old one stays out.
+fn a_replaced_key_file_is_read_again_on_reconnect(dispatch: Dispatch) {
+    use nkeys::KeyPair;
+    let users = |key: &KeyPair| {
+        format!(
+            "authorization {{ users = [ {{ nkey: {} }} ] }}",
+            key.public_key()
+        )
+    };
+    let (old, new) = (KeyPair::new_user(), KeyPair::new_user());
+    let mut nats = Nats::start_with(&users(&old));
+    let seed_file = |key: &KeyPair| keys::file("user.nk", &format!("{}\n", key.seed().unwrap()));
+    let path = seed_file(&old);
+    let url = nats.cluster("a").servers;
+    let with = |name: &str| {
+        let mut cluster = uppercut_mio_server::ClusterConfig::new(url.clone(), name);
+        cluster.nkey = Some(path.clone());
+        Config {
+            cluster: Some(cluster),
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
+            ..config(dispatch)
+        }
+    };
+    let counter = Counter {
+        node: "b",
+        count: 0,
+    };
+    let b = start_with(&with("b"), Routes::new().spawn("counter", counter));
+    let a = start_with(
+        &with("a"),
+        Routes::new().actor(&[Method::Get], "/count", "counter@b"),
+    );
+    wait_ready(&b);
+    wait_ready(&a);
+    // The rotation, as a whole file put in place of the old.
+    std::fs::rename(seed_file(&new), &path).unwrap();
+    nats.restart_with(&users(&new));
+    // Every poller's link reconnected (each counts once), on the new key.
+    let deadline = Instant::now() + IO_TIMEOUT;
+    for server in [&a, &b] {
+        let pollers = with("a").pollers as u64;
+        while sample(&metrics_page(server), "uppercut_nats_reconnects_total") < pollers
+            || !server.cluster_ready()
+        {
+            assert!(Instant::now() < deadline, "not back on the new key");
+            // A polling interval, not a wait standing in for the condition.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let mut client = Client::connect(a.local_addr());
+    client.send(get("/count").as_bytes());
+    assert_response(&client.response(false), &text_response("b 1 /count"));
 }
 
 fn a_message_past_max_payload_is_refused_at_the_call(dispatch: Dispatch) {
@@ -944,6 +1018,7 @@ in_both_modes!(
     malformed_messages_from_nats_are_dropped_and_counted,
     refused_credentials_keep_the_server_local_and_say_so,
     nkey_and_creds_join_and_another_key_is_refused,
+    a_replaced_key_file_is_read_again_on_reconnect,
     a_message_past_max_payload_is_refused_at_the_call,
     tls_to_nats_with_a_private_ca,
 );

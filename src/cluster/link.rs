@@ -495,7 +495,7 @@ impl Link {
             return Err("the NATS server does not support headers (2.2 and later do)".into());
         }
         let mut credentials = url.credentials.clone();
-        if let (Some(identity), Some(nonce)) = (cluster.identity(), &info.nonce) {
+        if let (Some(nonce), Some(identity)) = (&info.nonce, cluster.identity()) {
             identity.answer(nonce, &mut credentials)?;
         }
         up.session.connect(&name, &credentials, tls, |out| {

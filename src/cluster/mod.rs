@@ -26,9 +26,10 @@ pub(crate) mod tls;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use log::warn;
 use uppercut::api::Envelope;
 
 use crate::actors::remote::{Payload, Remote, RemoteAddr};
@@ -54,8 +55,17 @@ pub(crate) struct Cluster {
     /// For `tls://` servers (and servers that require TLS).
     tls: Option<Arc<rustls::ClientConfig>>,
     /// The key that answers a server's nonce (`--nats-creds`,
-    /// `--nats-nkey`).
-    identity: Option<Identity>,
+    /// `--nats-nkey`), as last read from its file.
+    identity: Option<Mutex<Identity>>,
+}
+
+/// The key `config` names (`creds` or `nkey`), read from its file.
+fn read_identity(config: &ClusterConfig) -> Result<Option<Identity>, String> {
+    match (&config.creds, &config.nkey) {
+        (Some(creds), _) => Identity::from_creds_file(creds).map(Some),
+        (None, Some(seed)) => Identity::from_seed_file(seed).map(Some),
+        (None, None) => Ok(None),
+    }
 }
 
 impl Cluster {
@@ -77,11 +87,7 @@ impl Cluster {
             // Only a server that asks for TLS needs it; it is refused then.
             Err(_) => None,
         };
-        let identity = match (&config.creds, &config.nkey) {
-            (Some(creds), _) => Some(Identity::from_creds_file(creds)?),
-            (None, Some(seed)) => Some(Identity::from_seed_file(seed)?),
-            (None, None) => None,
-        };
+        let identity = read_identity(&config)?.map(Mutex::new);
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
@@ -102,9 +108,20 @@ impl Cluster {
         self.tls.as_ref()
     }
 
-    /// The key that answers a server's nonce, if one was given.
-    pub(crate) fn identity(&self) -> Option<&Identity> {
-        self.identity.as_ref()
+    /// The key that answers a server's nonce, if one was given: read
+    /// again from its file for each connection, as NATS clients do, so
+    /// that a `.creds` file renewed before its JWT expires is used when
+    /// NATS closes the connection at the expiry. A file that cannot be
+    /// read now leaves the key read before (and says so).
+    pub(crate) fn identity(&self) -> Option<Identity> {
+        let last = self.identity.as_ref()?;
+        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+        match read_identity(&self.config) {
+            Ok(Some(fresh)) => *last = fresh,
+            Ok(None) => {}
+            Err(e) => warn!("NATS: {e}; signing with the key read before"),
+        }
+        Some(last.clone())
     }
 
     pub(crate) fn config(&self) -> &ClusterConfig {

@@ -20,6 +20,7 @@ use crate::nats::info::Credentials;
 
 /// A key the client signs the server's nonce with, and the JWT that
 /// vouches for it when it came from a `.creds` file.
+#[derive(Clone)]
 pub(crate) struct Identity {
     key: KeyPair,
     jwt: Option<String>,

@@ -190,8 +190,14 @@ impl Nats {
 
     /// Stops it (SIGKILL) and starts it again on the same port.
     pub fn restart(&mut self) {
+        self.restart_with(&self.config.clone());
+    }
+
+    /// Stops it (SIGKILL) and starts it again on the same port, with
+    /// `config` in place of what it had.
+    pub fn restart_with(&mut self, config: &str) {
         self.kill();
-        *self = Nats::start_at(&self.config.clone(), self.addr.port());
+        *self = Nats::start_at(config, self.addr.port());
     }
 
     /// Sends SIGSTOP (`true`) and waits until every thread of it has
