@@ -53,21 +53,25 @@ impl Identity {
             return Err(format!("{}: the first block is not a JWT", path.display()));
         }
         Ok(Identity {
-            key: user_seed(seed).map_err(|e| format!("{}: {e}", path.display()))?,
+            key: KeyPair::from_seed(seed)
+                .map_err(|e| format!("not an NKEY seed: {e}"))
+                .and_then(user_key)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
             jwt: Some(jwt.to_string()),
         })
     }
 
     /// Reads a file holding an NKEY user seed (`SU...`), alone or among
-    /// other lines (as `nk -gen user` or `nsc` write it).
+    /// other lines (as `nk -gen user -pubout` or `nsc` write it): the
+    /// first word that decodes as a seed.
     pub(crate) fn from_seed_file(path: &Path) -> Result<Identity, String> {
         let text = read(path)?;
-        let seed = text
+        let key = text
             .split_whitespace()
-            .find(|word| word.starts_with('S') && word.len() > 2)
+            .find_map(|word| KeyPair::from_seed(word).ok())
             .ok_or_else(|| format!("{}: no NKEY seed (SU...) in it", path.display()))?;
         Ok(Identity {
-            key: user_seed(seed).map_err(|e| format!("{}: {e}", path.display()))?,
+            key: user_key(key).map_err(|e| format!("{}: {e}", path.display()))?,
             jwt: None,
         })
     }
@@ -92,10 +96,9 @@ fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// A user's key from its seed; other kinds of seed (an account's, an
-/// operator's) are refused, since a server would refuse them.
-fn user_seed(seed: &str) -> Result<KeyPair, String> {
-    let key = KeyPair::from_seed(seed).map_err(|e| format!("not an NKEY seed: {e}"))?;
+/// `key` if it is a user's; other kinds (an account's, an operator's)
+/// are refused, since a NATS server would refuse them.
+fn user_key(key: KeyPair) -> Result<KeyPair, String> {
     match key.key_pair_type() {
         KeyPairType::User => Ok(key),
         other => Err(format!(
@@ -104,25 +107,20 @@ fn user_seed(seed: &str) -> Result<KeyPair, String> {
     }
 }
 
-/// The contents of each armored block in `text`: the line after a
-/// `---...BEGIN...---` line, up to its `---...END...---` line.
+/// The contents of each armored block in `text`: the one line between a
+/// `-----BEGIN ...-----` line and an `------END ...------` line (blank
+/// lines aside).
 fn armored_blocks(text: &str) -> Vec<&str> {
-    let armor = |line: &str, word: &str| {
-        line.starts_with("---") && line.ends_with("---") && line.contains(word)
-    };
+    let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
     let mut blocks = Vec::new();
-    let mut lines = text.lines().map(str::trim);
     while let Some(line) = lines.next() {
-        if !armor(line, "BEGIN") {
+        if !line.starts_with("-----BEGIN ") {
             continue;
         }
-        let body: Vec<&str> = lines
-            .by_ref()
-            .take_while(|line| !armor(line, "END"))
-            .filter(|line| !line.is_empty())
-            .collect();
-        if let [one] = body[..] {
-            blocks.push(one);
+        if let (Some(body), Some(end)) = (lines.next(), lines.next()) {
+            if end.starts_with("------END ") {
+                blocks.push(body);
+            }
         }
     }
     blocks
@@ -164,14 +162,17 @@ mod tests {
             .unwrap();
         user.verify(b"nonce-1", &sig).unwrap();
         assert!(user.verify(b"nonce-2", &sig).is_err());
-        assert!(!format!("{identity:?}").contains(&user.seed().unwrap()));
+        let debug = format!("{identity:?}");
+        assert!(debug.contains(&user.public_key()), "{debug}");
+        assert!(!debug.contains(&user.seed().unwrap()), "{debug}");
     }
 
     #[test]
     fn a_seed_file_answers_with_the_public_key() {
         let user = KeyPair::new_user();
         let seed = user.seed().unwrap();
-        let path = file("user.nk", &format!("# a user\n{seed}\n"));
+        let text = format!("# Seed and public key\n{seed}\n{}\n", user.public_key());
+        let path = file("user.nk", &text);
         let identity = Identity::from_seed_file(&path).unwrap();
         let mut credentials = Credentials::default();
         identity.answer("xyz", &mut credentials).unwrap();
@@ -198,6 +199,16 @@ mod tests {
                 "not a .creds file",
             ),
             ("notjwt.creds", creds("plain", &user), "not a JWT"),
+            (
+                "noend.creds",
+                creds("a.b.c", &user).replace("------END NATS USER JWT------", ""),
+                "not a .creds file",
+            ),
+            (
+                "twolines.creds",
+                creds("a.b.c", &user).replace("a.b.c", "a.b.c\nd.e.f"),
+                "not a .creds file",
+            ),
             (
                 "badseed.creds",
                 creds("a.b.c", "SUXXXX"),
