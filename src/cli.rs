@@ -116,9 +116,9 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
   --nats-ca PATH            trust the certificates in PATH (PEM) for tls:// servers
                             (default: the system's)
   --nats-creds FILE         authenticate with the user JWT and NKEY seed in FILE
-                            (a .creds file, as nsc writes it); read at start
+                            (a .creds file, as nsc writes it); read at each connect
   --nats-nkey FILE          authenticate with the NKEY user seed (SU...) in FILE;
-                            read at start
+                            read at each connect
   --nats-prefix NAME        the first token of the cluster's subjects (default upc),
                             so that clusters can share a NATS
   --nats-buffer SIZE        what may wait to be sent to NATS, per poller; past it,

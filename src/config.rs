@@ -260,10 +260,11 @@ pub struct ClusterConfig {
     /// system's.
     pub ca: Option<PathBuf>,
     /// A `.creds` file (a user JWT and its NKEY seed, as `nsc` writes
-    /// them), for servers in operator (JWT) mode. Read once, at start.
+    /// them), for servers in operator (JWT) mode. Read at start, and
+    /// again for each connection (so a renewed file is used).
     pub creds: Option<PathBuf>,
     /// A file holding an NKEY user seed (`SU...`), for servers that list
-    /// users by NKEY. Read once, at start.
+    /// users by NKEY. Read at start, and again for each connection.
     pub nkey: Option<PathBuf>,
     /// The first token of every subject the cluster uses, so that several
     /// clusters can share one NATS.

@@ -4,7 +4,8 @@
 //! `nsc` writes them). The server's `INFO` carries a nonce; the client's
 //! `CONNECT` answers with the nonce signed by the seed (`sig`, ed25519,
 //! base64url without padding) and the public key (`nkey`) or the JWT
-//! (`jwt`). The seed never leaves this module, and is never logged.
+//! (`jwt`). The seed never leaves this module, and is never logged. The
+//! cluster reads the file again for each connection (`Cluster::identity`).
 //!
 //! Seed decoding and signing are the `nkeys` crate's, the NATS project's
 //! own (async-nats uses it): a seed's encoding (a prefix, base32 and a
