@@ -33,6 +33,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                            [--access-log PATH|- [--log-name NAME]] [--metrics ADDR:PORT]
                            [--nats URL[,URL]... [--node NAME] [--nats-ca PATH]
                                                 [--nats-creds FILE | --nats-nkey FILE]
+                                                [--nats-tls-cert PATH --nats-tls-key PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
                            [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--version] [--help]
 
@@ -115,6 +116,9 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                             name); letters, digits, - and _
   --nats-ca PATH            trust the certificates in PATH (PEM) for tls:// servers
                             (default: the system's)
+  --nats-tls-cert PATH      present this certificate chain (PEM) to NATS servers that
+                            verify clients; needs --nats-tls-key
+  --nats-tls-key PATH       the private key (PEM) of --nats-tls-cert
   --nats-creds FILE         authenticate with the user JWT and NKEY seed in FILE
                             (a .creds file, as nsc writes it); read at each connect
   --nats-nkey FILE          authenticate with the NKEY user seed (SU...) in FILE;
@@ -250,6 +254,8 @@ where
     let mut node = None;
     let mut nats_ca = None;
     let mut nats_creds = None;
+    let mut nats_tls_cert = None;
+    let mut nats_tls_key = None;
     let mut nats_nkey = None;
     let mut nats_prefix = None;
     let mut nats_buffer = None;
@@ -367,6 +373,8 @@ where
             }
             "--nats-ca" => nats_ca = Some(path(&flag, os_value()?)?),
             "--nats-creds" => nats_creds = Some(path(&flag, os_value()?)?),
+            "--nats-tls-cert" => nats_tls_cert = Some(path(&flag, os_value()?)?),
+            "--nats-tls-key" => nats_tls_key = Some(path(&flag, os_value()?)?),
             "--nats-nkey" => nats_nkey = Some(path(&flag, os_value()?)?),
             "--nats-prefix" => nats_prefix = Some(value()?),
             "--nats-buffer" => {
@@ -402,6 +410,11 @@ where
             }
             cluster.creds = nats_creds;
             cluster.nkey = nats_nkey;
+            cluster.client_cert = match (nats_tls_cert, nats_tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+                (None, None) => None,
+                _ => return Err("--nats-tls-cert and --nats-tls-key go together".into()),
+            };
             cluster.prefix = nats_prefix.unwrap_or(cluster.prefix);
             cluster.buffer = nats_buffer.unwrap_or(cluster.buffer);
             for (flag, value) in [
@@ -421,12 +434,14 @@ where
             || nats_ca.is_some()
             || nats_creds.is_some()
             || nats_nkey.is_some()
+            || nats_tls_cert.is_some()
+            || nats_tls_key.is_some()
             || nats_prefix.is_some()
             || nats_buffer.is_some() =>
         {
             return Err(
-                "--node, --nats-ca, --nats-creds, --nats-nkey, --nats-prefix and --nats-buffer \
-                 need --nats"
+                "--node, --nats-ca, --nats-tls-cert, --nats-tls-key, --nats-creds, --nats-nkey, \
+                 --nats-prefix and --nats-buffer need --nats"
                     .into(),
             )
         }

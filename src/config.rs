@@ -245,7 +245,8 @@ impl Config {
 }
 
 /// How the server joins its cluster: the NATS servers to connect to, the
-/// name it goes by, and what TLS trusts (`--nats`, `--node`, `--nats-ca`).
+/// name it goes by, and what TLS trusts and presents (`--nats`, `--node`,
+/// `--nats-ca`, `--nats-tls-cert`).
 /// Credentials: a user and password, or a token, in the URLs; or a key,
 /// from a `.creds` file (`--nats-creds`) or an NKEY seed (`--nats-nkey`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,6 +260,9 @@ pub struct ClusterConfig {
     /// PEM certificates to trust for `tls://` servers, instead of the
     /// system's.
     pub ca: Option<PathBuf>,
+    /// A certificate and key to present to NATS servers that verify their
+    /// clients (`tls { verify: true }`), as PEM files. Read at start.
+    pub client_cert: Option<TlsFiles>,
     /// A `.creds` file (a user JWT and its NKEY seed, as `nsc` writes
     /// them), for servers in operator (JWT) mode. Read at start, and
     /// again for each connection (so a renewed file is used).
@@ -287,6 +291,7 @@ impl ClusterConfig {
             servers,
             node: node.to_string(),
             ca: None,
+            client_cert: None,
             creds: None,
             nkey: None,
             prefix: "upc".to_string(),

@@ -589,7 +589,7 @@ fn bind_repeats_and_bind_tls_adds_tls_listeners() {
 }
 
 #[test]
-fn reads_the_nats_key_flags_and_refuses_both_or_either_alone() {
+fn reads_the_nats_key_and_certificate_flags_and_refuses_them_without_nats() {
     let cluster = |args: &[&str]| {
         let mut all = vec!["--nats", "nats://127.0.0.1:4222", "--node", "a"];
         all.extend_from_slice(args);
@@ -611,12 +611,33 @@ fn reads_the_nats_key_flags_and_refuses_both_or_either_alone() {
         ]),
         Err("--nats-creds and --nats-nkey: give one of them".to_string())
     );
-    for flag in ["--nats-creds=a.creds", "--nats-nkey=a.nk"] {
+    let mutual = cluster(&["--nats-tls-cert=c.pem", "--nats-tls-key=k.pem"]);
+    assert_eq!(
+        mutual.client_cert,
+        Some(uppercut_mio_server::TlsFiles {
+            cert: PathBuf::from("c.pem"),
+            key: PathBuf::from("k.pem")
+        })
+    );
+    assert_eq!(plain.client_cert, None);
+    for half in ["--nats-tls-cert=c.pem", "--nats-tls-key=k.pem"] {
+        assert_eq!(
+            parse(&["--nats=127.0.0.1", half]),
+            Err("--nats-tls-cert and --nats-tls-key go together".to_string()),
+            "{half}"
+        );
+    }
+    for flag in [
+        "--nats-creds=a.creds",
+        "--nats-nkey=a.nk",
+        "--nats-tls-cert=c.pem",
+        "--nats-tls-key=k.pem",
+    ] {
         assert_eq!(
             parse(&[flag]),
             Err(
-                "--node, --nats-ca, --nats-creds, --nats-nkey, --nats-prefix and \
-                 --nats-buffer need --nats"
+                "--node, --nats-ca, --nats-tls-cert, --nats-tls-key, --nats-creds, \
+                 --nats-nkey, --nats-prefix and --nats-buffer need --nats"
                     .to_string()
             ),
             "{flag}"

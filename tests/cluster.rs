@@ -1014,6 +1014,46 @@ fn tls_to_nats_with_a_private_ca(dispatch: Dispatch) {
     counts_across(cluster);
 }
 
+/// A NATS that verifies its clients' certificates (`tls { verify: true }`):
+/// a server presenting one its CA signed joins and carries a remote
+/// route; a server presenting none is refused, and serves its local
+/// routes only.
+fn tls_to_nats_with_a_client_certificate(dispatch: Dispatch) {
+    let name = format!("nats-mutual-{}", dispatch.name());
+    let nats_side = common::tls::Certificates::new(&format!("{name}-server"));
+    let client_side = common::tls::Certificates::new(&format!("{name}-client"));
+    let nats_ca = nats_side.dir.join("ca.pem");
+    std::fs::write(&nats_ca, nats_side.ca_pem()).unwrap();
+    let client_ca = client_side.dir.join("ca.pem");
+    std::fs::write(&client_ca, client_side.ca_pem()).unwrap();
+    let nats = Nats::start_with(&format!(
+        "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}",
+        nats_side.files.cert.display(),
+        nats_side.files.key.display(),
+        client_ca.display()
+    ));
+    let cluster = |node: &str, present: bool| {
+        let url = format!("tls://localhost:{}", nats.addr.port());
+        let mut cluster = uppercut_mio_server::ClusterConfig::new(
+            vec![uppercut_mio_server::NatsUrl::parse(&url).unwrap()],
+            node,
+        );
+        cluster.ca = Some(nats_ca.clone());
+        cluster.client_cert = present.then(|| client_side.files.clone());
+        Config {
+            cluster: Some(cluster),
+            ..config(dispatch)
+        }
+    };
+    let refused = start_with(
+        &cluster("c", false),
+        Routes::standard().actor(&[Method::Get], "/count", "counter@b"),
+    );
+    counts_across(|node| cluster(node, true));
+    assert!(!refused.cluster_ready());
+    serves_only_local_routes(&refused);
+}
+
 in_both_modes!(
     malformed_messages_from_nats_are_dropped_and_counted,
     refused_credentials_keep_the_server_local_and_say_so,
@@ -1021,6 +1061,7 @@ in_both_modes!(
     a_replaced_key_file_is_read_again_on_reconnect,
     a_message_past_max_payload_is_refused_at_the_call,
     tls_to_nats_with_a_private_ca,
+    tls_to_nats_with_a_client_certificate,
 );
 
 /// `promtool check metrics` accepts the page with the cluster's series,

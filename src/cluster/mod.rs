@@ -71,17 +71,22 @@ fn read_identity(config: &ClusterConfig) -> Result<Option<Identity>, String> {
 impl Cluster {
     /// The cluster for a server whose pollers' links have `ports`, owning
     /// the actors at `names`.
-    /// Refuses a configuration whose `tls://` servers it cannot trust, or
-    /// whose `.creds` or seed file cannot be read as one.
+    /// Refuses a configuration whose `tls://` servers it cannot trust,
+    /// whose client certificate cannot be presented, or whose `.creds` or
+    /// seed file cannot be read as one.
     pub(crate) fn new(
         config: ClusterConfig,
         ports: Vec<Arc<LinkPort>>,
         names: Vec<String>,
     ) -> Result<Cluster, String> {
         config.check()?;
-        let tls = match tls::client_config(config.ca.as_deref()) {
+        let tls = match tls::client_config(config.ca.as_deref(), config.client_cert.as_ref()) {
             Ok(tls) => Some(tls),
-            Err(e) if config.ca.is_some() || config.servers.iter().any(|url| url.tls) => {
+            Err(e)
+                if config.ca.is_some()
+                    || config.client_cert.is_some()
+                    || config.servers.iter().any(|url| url.tls) =>
+            {
                 return Err(e)
             }
             // Only a server that asks for TLS needs it; it is refused then.

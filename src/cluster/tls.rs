@@ -1,7 +1,8 @@
 //! TLS to NATS servers (`tls://` URLs, or a server that requires it):
 //! rustls, as the HTTPS side uses, trusting `--nats-ca`'s certificates or
 //! else the system's (the PEM bundle Debian, Ubuntu, Fedora and Alpine
-//! keep).
+//! keep), and presenting `--nats-tls-cert`'s certificate to a server that
+//! verifies its clients.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,6 +11,9 @@ use rustls::crypto::ring;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use rustls::{ClientConfig, RootCertStore};
+
+use crate::config::TlsFiles;
+use crate::tls::{read_certs, read_key};
 
 /// Where systems keep the certificates they trust.
 const SYSTEM_BUNDLES: [&str; 4] = [
@@ -20,8 +24,11 @@ const SYSTEM_BUNDLES: [&str; 4] = [
 ];
 
 /// A client configuration trusting the certificates in `ca`, or the
-/// system's.
-pub(crate) fn client_config(ca: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
+/// system's, and presenting the certificate in `client`, if given.
+pub(crate) fn client_config(
+    ca: Option<&Path>,
+    client: Option<&TlsFiles>,
+) -> Result<Arc<ClientConfig>, String> {
     let mut roots = RootCertStore::empty();
     let bundle = match ca {
         Some(ca) => ca.to_path_buf(),
@@ -44,10 +51,59 @@ pub(crate) fn client_config(ca: Option<&Path>) -> Result<Arc<ClientConfig>, Stri
             bundle.display()
         ));
     }
-    let config = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+    let builder = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let config = match client {
+        None => builder.with_no_client_auth(),
+        Some(files) => {
+            let certs = read_certs(&files.cert).map_err(|e| format!("NATS client {e}"))?;
+            let key = read_key(&files.key).map_err(|e| format!("NATS client {e}"))?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| format!("NATS client TLS key {}: {e}", files.key.display()))?
+        }
+    };
     Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::tests::fixture;
+
+    /// A client certificate that cannot be presented is refused with the
+    /// file and the reason; a pair that can, is taken.
+    #[test]
+    fn client_certificates_are_read_or_refused_with_the_file() {
+        let ca = fixture("ca.pem");
+        let files = |cert: &str, key: &str| TlsFiles {
+            cert: fixture(cert),
+            key: fixture(key),
+        };
+        let paired = files("ec.pem", "ec-sec1.key");
+        let config = client_config(Some(&ca), Some(&paired)).unwrap();
+        assert!(config.client_auth_cert_resolver.has_certs());
+        let plain = client_config(Some(&ca), None).unwrap();
+        assert!(!plain.client_auth_cert_resolver.has_certs());
+        let missing = files("none.pem", "ec-sec1.key");
+        let error = client_config(Some(&ca), Some(&missing)).unwrap_err();
+        assert!(
+            error.starts_with(&format!(
+                "NATS client TLS certificate {}: cannot read",
+                missing.cert.display()
+            )),
+            "{error}"
+        );
+        let mismatched = files("ec.pem", "rsa-pkcs1.key");
+        let error = client_config(Some(&ca), Some(&mismatched)).unwrap_err();
+        assert!(
+            error.starts_with(&format!(
+                "NATS client TLS key {}: ",
+                mismatched.key.display()
+            )),
+            "{error}"
+        );
+    }
 }

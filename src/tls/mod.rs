@@ -161,7 +161,7 @@ fn server_config(
 }
 
 /// Every certificate in the PEM file at `path`, in order.
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let error = |reason: String| TlsError::Cert {
         path: path.to_path_buf(),
         reason,
@@ -179,7 +179,7 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 }
 
 /// The first private key in the PEM file at `path`.
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     PrivateKeyDer::from_pem_file(path).map_err(|e| TlsError::Key {
         path: path.to_path_buf(),
         reason: match e {
@@ -201,10 +201,11 @@ fn pem_reason(error: rustls::pki_types::pem::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> PathBuf {
+    /// A file of `tests/fixtures/tls`.
+    pub(crate) fn fixture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/tls")
             .join(name)
