@@ -898,6 +898,7 @@ fn nkey_and_creds_join_and_another_key_is_refused(dispatch: Dispatch) {
 /// `.creds` file): the next connection signs with the new key, read from
 /// the file again, without a restart. Here NATS comes back knowing only
 /// the new key, so a server still signing with the old one stays out.
+/// While the file cannot be read, the key read before serves.
 fn a_replaced_key_file_is_read_again_on_reconnect(dispatch: Dispatch) {
     use nkeys::KeyPair;
     let users = |key: &KeyPair| {
@@ -931,21 +932,29 @@ fn a_replaced_key_file_is_read_again_on_reconnect(dispatch: Dispatch) {
     );
     wait_ready(&b);
     wait_ready(&a);
+    let pollers = with("a").pollers as u64;
+    // Every poller's link reconnected (each counts once) `times` times.
+    let reconnected = |times: u64, what: &str| {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        for server in [&a, &b] {
+            while sample(&metrics_page(server), "uppercut_nats_reconnects_total") < times * pollers
+                || !server.cluster_ready()
+            {
+                assert!(Instant::now() < deadline, "not back {what}");
+                // A polling interval, not a wait standing in for the condition.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    // The file gone: the reconnection signs with the key read before.
+    let kept = path.with_extension("kept");
+    std::fs::rename(&path, &kept).unwrap();
+    nats.restart();
+    reconnected(1, "on the key read before");
     // The rotation, as a whole file put in place of the old.
     std::fs::rename(seed_file(&new), &path).unwrap();
     nats.restart_with(&users(&new));
-    // Every poller's link reconnected (each counts once), on the new key.
-    let deadline = Instant::now() + IO_TIMEOUT;
-    for server in [&a, &b] {
-        let pollers = with("a").pollers as u64;
-        while sample(&metrics_page(server), "uppercut_nats_reconnects_total") < pollers
-            || !server.cluster_ready()
-        {
-            assert!(Instant::now() < deadline, "not back on the new key");
-            // A polling interval, not a wait standing in for the condition.
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+    reconnected(2, "on the new key");
     let mut client = Client::connect(a.local_addr());
     client.send(get("/count").as_bytes());
     assert_response(&client.response(false), &text_response("b 1 /count"));

@@ -29,7 +29,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use log::warn;
+use log::{info, warn};
 use uppercut::api::Envelope;
 
 use crate::actors::remote::{Payload, Remote, RemoteAddr};
@@ -56,7 +56,14 @@ pub(crate) struct Cluster {
     tls: Option<Arc<rustls::ClientConfig>>,
     /// The key that answers a server's nonce (`--nats-creds`,
     /// `--nats-nkey`), as last read from its file.
-    identity: Option<Mutex<Identity>>,
+    identity: Option<Mutex<KeyFile>>,
+}
+
+/// A key as last read from its file, and why the file cannot be read
+/// now, if it cannot (said once, not at every connect).
+struct KeyFile {
+    key: Identity,
+    failing: Option<String>,
 }
 
 /// The key `config` names (`creds` or `nkey`), read from its file.
@@ -92,7 +99,8 @@ impl Cluster {
             // Only a server that asks for TLS needs it; it is refused then.
             Err(_) => None,
         };
-        let identity = read_identity(&config)?.map(Mutex::new);
+        let identity =
+            read_identity(&config)?.map(|key| Mutex::new(KeyFile { key, failing: None }));
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
@@ -117,16 +125,26 @@ impl Cluster {
     /// again from its file for each connection, as NATS clients do, so
     /// that a `.creds` file renewed before its JWT expires is used when
     /// NATS closes the connection at the expiry. A file that cannot be
-    /// read now leaves the key read before (and says so).
+    /// read now leaves the key read before (and says so, once).
     pub(crate) fn identity(&self) -> Option<Identity> {
-        let last = self.identity.as_ref()?;
-        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+        let file = self.identity.as_ref()?;
+        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
         match read_identity(&self.config) {
-            Ok(Some(fresh)) => *last = fresh,
+            Ok(Some(fresh)) => {
+                if file.failing.take().is_some() {
+                    info!("NATS: the key file reads again");
+                }
+                file.key = fresh;
+            }
             Ok(None) => {}
-            Err(e) => warn!("NATS: {e}; signing with the key read before"),
+            Err(e) => {
+                if file.failing.as_ref() != Some(&e) {
+                    warn!("NATS: {e}; signing with the key read before");
+                    file.failing = Some(e);
+                }
+            }
         }
-        Some(last.clone())
+        Some(file.key.clone())
     }
 
     pub(crate) fn config(&self) -> &ClusterConfig {
