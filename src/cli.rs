@@ -117,7 +117,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
   --nats-ca PATH            trust the certificates in PATH (PEM) for tls:// servers
                             (default: the system's)
   --nats-tls-cert PATH      present this certificate chain (PEM) to NATS servers that
-                            verify clients; needs --nats-tls-key
+                            verify clients; needs --nats-tls-key; read at each connect
   --nats-tls-key PATH       the private key (PEM) of --nats-tls-cert
   --nats-creds FILE         authenticate with the user JWT and NKEY seed in FILE
                             (a .creds file, as nsc writes it); read at each connect

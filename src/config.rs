@@ -261,7 +261,8 @@ pub struct ClusterConfig {
     /// system's.
     pub ca: Option<PathBuf>,
     /// A certificate and key to present to NATS servers that verify their
-    /// clients (`tls { verify: true }`), as PEM files. Read at start.
+    /// clients (`tls { verify: true }`), as PEM files. Read at start, and
+    /// again for each connection.
     pub client_cert: Option<TlsFiles>,
     /// A `.creds` file (a user JWT and its NKEY seed, as `nsc` writes
     /// them), for servers in operator (JWT) mode. Read at start, and

@@ -665,9 +665,7 @@ fn malformed_messages_from_nats_are_dropped_and_counted(dispatch: Dispatch) {
         dispatch,
         Routes::new().actor(&[Method::Get], "/count", "counter@b"),
     );
-    let mut client = Client::connect(a.local_addr());
-    client.send(get("/count").as_bytes());
-    assert_response(&client.response(false), &text_response("b 1 /count"));
+    counts_once(&a);
 }
 
 fn refused_credentials_keep_the_server_local_and_say_so(dispatch: Dispatch) {
@@ -720,6 +718,13 @@ fn serves_only_local_routes(server: &Server) {
 /// Starts node `b` owning a `Counter` and node `a` routing `/count` to
 /// it, each with `config(node)`, and checks a count across them.
 fn counts_across(config: impl Fn(&str) -> Config) {
+    let (a, _b) = counter_pair(config);
+    counts_once(&a);
+}
+
+/// Node `a` routing `/count` to node `b`'s `Counter`, each started with
+/// `config(node)` and ready.
+fn counter_pair(config: impl Fn(&str) -> Config) -> (Server, Server) {
     let counter = Counter {
         node: "b",
         count: 0,
@@ -731,6 +736,11 @@ fn counts_across(config: impl Fn(&str) -> Config) {
     );
     wait_ready(&b);
     wait_ready(&a);
+    (a, b)
+}
+
+/// `a`'s first count, from `b`'s counter.
+fn counts_once(a: &Server) {
     let mut client = Client::connect(a.local_addr());
     client.send(get("/count").as_bytes());
     assert_response(&client.response(false), &text_response("b 1 /count"));
@@ -894,6 +904,23 @@ fn nkey_and_creds_join_and_another_key_is_refused(dispatch: Dispatch) {
     );
 }
 
+/// Waits until every poller's link of each of `servers` reconnected
+/// (each counts once) `times` times, and each is ready; they serve
+/// `--metrics`.
+fn wait_reconnected(servers: &[&Server], times: u64, what: &str) {
+    let deadline = Instant::now() + IO_TIMEOUT;
+    for server in servers {
+        let pollers = server.connections_per_poller().len() as u64;
+        while sample(&metrics_page(server), "uppercut_nats_reconnects_total") < times * pollers
+            || !server.cluster_ready()
+        {
+            assert!(Instant::now() < deadline, "not back {what}");
+            // A polling interval, not a wait standing in for the condition.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 /// A key file replaced while the server runs (a rotated NKEY, a renewed
 /// `.creds` file): the next connection signs with the new key, read from
 /// the file again, without a restart. Here NATS comes back knowing only
@@ -921,43 +948,17 @@ fn a_replaced_key_file_is_read_again_on_reconnect(dispatch: Dispatch) {
             ..config(dispatch)
         }
     };
-    let counter = Counter {
-        node: "b",
-        count: 0,
-    };
-    let b = start_with(&with("b"), Routes::new().spawn("counter", counter));
-    let a = start_with(
-        &with("a"),
-        Routes::new().actor(&[Method::Get], "/count", "counter@b"),
-    );
-    wait_ready(&b);
-    wait_ready(&a);
-    let pollers = with("a").pollers as u64;
-    // Every poller's link reconnected (each counts once) `times` times.
-    let reconnected = |times: u64, what: &str| {
-        let deadline = Instant::now() + IO_TIMEOUT;
-        for server in [&a, &b] {
-            while sample(&metrics_page(server), "uppercut_nats_reconnects_total") < times * pollers
-                || !server.cluster_ready()
-            {
-                assert!(Instant::now() < deadline, "not back {what}");
-                // A polling interval, not a wait standing in for the condition.
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    };
+    let (a, b) = counter_pair(with);
     // The file gone: the reconnection signs with the key read before.
     let kept = path.with_extension("kept");
     std::fs::rename(&path, &kept).unwrap();
     nats.restart();
-    reconnected(1, "on the key read before");
+    wait_reconnected(&[&a, &b], 1, "on the key read before");
     // The rotation, as a whole file put in place of the old.
     std::fs::rename(seed_file(&new), &path).unwrap();
     nats.restart_with(&users(&new));
-    reconnected(2, "on the new key");
-    let mut client = Client::connect(a.local_addr());
-    client.send(get("/count").as_bytes());
-    assert_response(&client.response(false), &text_response("b 1 /count"));
+    wait_reconnected(&[&a, &b], 2, "on the new key");
+    counts_once(&a);
 }
 
 fn a_message_past_max_payload_is_refused_at_the_call(dispatch: Dispatch) {
@@ -1063,6 +1064,45 @@ fn tls_to_nats_with_a_client_certificate(dispatch: Dispatch) {
     serves_only_local_routes(&refused);
 }
 
+/// A client certificate replaced while the server runs (renewed, here
+/// by another CA): the next connection presents the new one, read from
+/// its files again. NATS comes back trusting only the new CA.
+fn a_replaced_client_certificate_is_read_again_on_reconnect(dispatch: Dispatch) {
+    let name = format!("nats-rotate-{}", dispatch.name());
+    let nats_side = common::tls::Certificates::new(&format!("{name}-server"));
+    let client_side = common::tls::Certificates::new(&format!("{name}-client"));
+    let nats_ca = nats_side.dir.join("ca.pem");
+    std::fs::write(&nats_ca, nats_side.ca_pem()).unwrap();
+    let verifying = |client_ca: &str| {
+        let path = client_side.dir.join("trusted.pem");
+        std::fs::write(&path, client_ca).unwrap();
+        format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}",
+            nats_side.files.cert.display(),
+            nats_side.files.key.display(),
+            path.display()
+        )
+    };
+    let mut nats = Nats::start_with(&verifying(&client_side.ca_pem()));
+    let url = format!("tls://localhost:{}", nats.addr.port());
+    let with = |node: &str| {
+        let url = uppercut_mio_server::NatsUrl::parse(&url).unwrap();
+        let mut cluster = uppercut_mio_server::ClusterConfig::new(vec![url], node);
+        cluster.ca = Some(nats_ca.clone());
+        cluster.client_cert = Some(client_side.files.clone());
+        Config {
+            cluster: Some(cluster),
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
+            ..config(dispatch)
+        }
+    };
+    let (a, b) = counter_pair(with);
+    let new_ca = client_side.replace(&format!("{name}-client-2"));
+    nats.restart_with(&verifying(&common::tls::pem(&new_ca)));
+    wait_reconnected(&[&a, &b], 1, "with the new certificate");
+    counts_once(&a);
+}
+
 in_both_modes!(
     malformed_messages_from_nats_are_dropped_and_counted,
     refused_credentials_keep_the_server_local_and_say_so,
@@ -1071,6 +1111,7 @@ in_both_modes!(
     a_message_past_max_payload_is_refused_at_the_call,
     tls_to_nats_with_a_private_ca,
     tls_to_nats_with_a_client_certificate,
+    a_replaced_client_certificate_is_read_again_on_reconnect,
 );
 
 /// `promtool check metrics` accepts the page with the cluster's series,

@@ -487,8 +487,8 @@ impl Link {
                 .ok_or("the server asks for TLS, and no TLS configuration could be made")?;
             let server_name = ServerName::try_from(url.host.clone())
                 .map_err(|e| format!("TLS server name {:?}: {e}", url.host))?;
-            let session = ClientConnection::new(Arc::clone(config), server_name)
-                .map_err(|e| format!("TLS: {e}"))?;
+            let session =
+                ClientConnection::new(config, server_name).map_err(|e| format!("TLS: {e}"))?;
             up.tls = Some(session);
         }
         if !info.headers {

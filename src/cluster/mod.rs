@@ -21,19 +21,20 @@
 pub(crate) mod codec;
 pub(crate) mod link;
 pub(crate) mod port;
+pub(crate) mod reread;
 pub(crate) mod subjects;
 pub(crate) mod tls;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use log::{info, warn};
 use uppercut::api::Envelope;
 
 use crate::actors::remote::{Payload, Remote, RemoteAddr};
 use crate::cluster::port::{LinkPort, Outbound};
+use crate::cluster::reread::Reread;
 use crate::cluster::subjects::Subjects;
 use crate::config::ClusterConfig;
 use crate::mail::SendError;
@@ -52,18 +53,15 @@ pub(crate) struct Cluster {
     /// `name@*`).
     names: Vec<String>,
     metrics: Arc<ClusterMetrics>,
-    /// For `tls://` servers (and servers that require TLS).
-    tls: Option<Arc<rustls::ClientConfig>>,
+    /// What TLS trusts, for `tls://` servers (and servers that require
+    /// TLS).
+    tls_roots: Option<Arc<rustls::RootCertStore>>,
+    /// The TLS configuration made with them, as last made (with the
+    /// client certificate as last read).
+    tls: Option<Reread<Arc<rustls::ClientConfig>>>,
     /// The key that answers a server's nonce (`--nats-creds`,
     /// `--nats-nkey`), as last read from its file.
-    identity: Option<Mutex<KeyFile>>,
-}
-
-/// A key as last read from its file, and why the file cannot be read
-/// now, if it cannot (said once, not at every connect).
-struct KeyFile {
-    key: Identity,
-    failing: Option<String>,
+    identity: Option<Reread<Identity>>,
 }
 
 /// The key `config` names (`creds` or `nkey`), read from its file.
@@ -87,20 +85,23 @@ impl Cluster {
         names: Vec<String>,
     ) -> Result<Cluster, String> {
         config.check()?;
-        let tls = match tls::client_config(config.ca.as_deref(), config.client_cert.as_ref()) {
-            Ok(tls) => Some(tls),
-            Err(e)
-                if config.ca.is_some()
-                    || config.client_cert.is_some()
-                    || config.servers.iter().any(|url| url.tls) =>
-            {
-                return Err(e)
-            }
+        let needs_tls = config.ca.is_some()
+            || config.client_cert.is_some()
+            || config.servers.iter().any(|url| url.tls);
+        let tls_roots = match tls::roots(config.ca.as_deref()) {
+            Ok(roots) => Some(roots),
+            Err(e) if needs_tls => return Err(e),
             // Only a server that asks for TLS needs it; it is refused then.
             Err(_) => None,
         };
-        let identity =
-            read_identity(&config)?.map(|key| Mutex::new(KeyFile { key, failing: None }));
+        let tls = match &tls_roots {
+            Some(roots) => Some(Reread::new(
+                "client certificate",
+                tls::client_config(roots, config.client_cert.as_ref())?,
+            )),
+            None => None,
+        };
+        let identity = read_identity(&config)?.map(|key| Reread::new("key file", key));
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
@@ -111,14 +112,21 @@ impl Cluster {
             metrics: Arc::new(ClusterMetrics::new(ports.len())),
             ports: ports.into(),
             names,
+            tls_roots,
             tls,
             identity,
         })
     }
 
-    /// The TLS configuration for servers that need it.
-    pub(crate) fn tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
-        self.tls.as_ref()
+    /// The TLS configuration for servers that need it, with the client
+    /// certificate (if one was given) read again from its files for each
+    /// connection, as the key is (see `identity`).
+    pub(crate) fn tls(&self) -> Option<Arc<rustls::ClientConfig>> {
+        let (roots, tls) = (self.tls_roots.as_ref()?, self.tls.as_ref()?);
+        match &self.config.client_cert {
+            Some(files) => Some(tls.refresh(tls::client_config(roots, Some(files)))),
+            None => Some(tls.last()),
+        }
     }
 
     /// The key that answers a server's nonce, if one was given: read
@@ -127,24 +135,12 @@ impl Cluster {
     /// NATS closes the connection at the expiry. A file that cannot be
     /// read now leaves the key read before (and says so, once).
     pub(crate) fn identity(&self) -> Option<Identity> {
-        let file = self.identity.as_ref()?;
-        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
-        match read_identity(&self.config) {
-            Ok(Some(fresh)) => {
-                if file.failing.take().is_some() {
-                    info!("NATS: the key file reads again");
-                }
-                file.key = fresh;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                if file.failing.as_ref() != Some(&e) {
-                    warn!("NATS: {e}; signing with the key read before");
-                    file.failing = Some(e);
-                }
-            }
-        }
-        Some(file.key.clone())
+        let key = self.identity.as_ref()?;
+        Some(match read_identity(&self.config) {
+            Ok(Some(fresh)) => key.refresh(Ok(fresh)),
+            Ok(None) => key.last(),
+            Err(e) => key.refresh(Err(e)),
+        })
     }
 
     pub(crate) fn config(&self) -> &ClusterConfig {

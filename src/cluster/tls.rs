@@ -2,7 +2,9 @@
 //! rustls, as the HTTPS side uses, trusting `--nats-ca`'s certificates or
 //! else the system's (the PEM bundle Debian, Ubuntu, Fedora and Alpine
 //! keep), and presenting `--nats-tls-cert`'s certificate to a server that
-//! verifies its clients.
+//! verifies its clients. The roots are read once; a configuration is made
+//! again with the certificate read again for each connection
+//! (`Cluster::tls`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,12 +25,8 @@ const SYSTEM_BUNDLES: [&str; 4] = [
     "/etc/ssl/ca-bundle.pem",
 ];
 
-/// A client configuration trusting the certificates in `ca`, or the
-/// system's, and presenting the certificate in `client`, if given.
-pub(crate) fn client_config(
-    ca: Option<&Path>,
-    client: Option<&TlsFiles>,
-) -> Result<Arc<ClientConfig>, String> {
+/// The certificates in `ca`, or the system's, as the roots TLS trusts.
+pub(crate) fn roots(ca: Option<&Path>) -> Result<Arc<RootCertStore>, String> {
     let mut roots = RootCertStore::empty();
     let bundle = match ca {
         Some(ca) => ca.to_path_buf(),
@@ -51,10 +49,19 @@ pub(crate) fn client_config(
             bundle.display()
         ));
     }
+    Ok(Arc::new(roots))
+}
+
+/// A client configuration trusting `roots`, and presenting the
+/// certificate in `client`, if given (read from its files now).
+pub(crate) fn client_config(
+    roots: &Arc<RootCertStore>,
+    client: Option<&TlsFiles>,
+) -> Result<Arc<ClientConfig>, String> {
     let builder = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots);
+        .with_root_certificates(Arc::clone(roots));
     let config = match client {
         None => builder.with_no_client_auth(),
         Some(files) => {
@@ -77,18 +84,18 @@ mod tests {
     /// file and the reason; a pair that can, is taken.
     #[test]
     fn client_certificates_are_read_or_refused_with_the_file() {
-        let ca = fixture("ca.pem");
+        let ca = roots(Some(&fixture("ca.pem"))).unwrap();
         let files = |cert: &str, key: &str| TlsFiles {
             cert: fixture(cert),
             key: fixture(key),
         };
         let paired = files("ec.pem", "ec-sec1.key");
-        let config = client_config(Some(&ca), Some(&paired)).unwrap();
+        let config = client_config(&ca, Some(&paired)).unwrap();
         assert!(config.client_auth_cert_resolver.has_certs());
-        let plain = client_config(Some(&ca), None).unwrap();
+        let plain = client_config(&ca, None).unwrap();
         assert!(!plain.client_auth_cert_resolver.has_certs());
         let missing = files("none.pem", "ec-sec1.key");
-        let error = client_config(Some(&ca), Some(&missing)).unwrap_err();
+        let error = client_config(&ca, Some(&missing)).unwrap_err();
         assert!(
             error.starts_with(&format!(
                 "NATS client TLS certificate {}: cannot read",
@@ -97,7 +104,7 @@ mod tests {
             "{error}"
         );
         let mismatched = files("ec.pem", "rsa-pkcs1.key");
-        let error = client_config(Some(&ca), Some(&mismatched)).unwrap_err();
+        let error = client_config(&ca, Some(&mismatched)).unwrap_err();
         assert!(
             error.starts_with(&format!(
                 "NATS client TLS key {}: ",

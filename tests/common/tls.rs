@@ -15,6 +15,21 @@ use uppercut_mio_server::TlsFiles;
 
 use super::{Client, IO_TIMEOUT};
 
+/// `cert` as PEM.
+pub fn pem(cert: &CertificateDer<'_>) -> String {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
+    let lines: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(64)
+        .map(|line| std::str::from_utf8(line).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+}
+
 /// A TLS client's stream.
 pub type TlsStream = StreamOwned<ClientConnection, TcpStream>;
 
@@ -66,17 +81,7 @@ impl Certificates {
 
     /// The CA's certificate, as PEM (for clients that read a file).
     pub fn ca_pem(&self) -> String {
-        use base64::Engine;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(self.ca.as_ref());
-        let lines: Vec<&str> = encoded
-            .as_bytes()
-            .chunks(64)
-            .map(|line| std::str::from_utf8(line).unwrap())
-            .collect();
-        format!(
-            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-            lines.join("\n")
-        )
+        pem(&self.ca)
     }
 
     /// A client configuration that trusts this CA, offering `http/1.1`.
