@@ -52,6 +52,13 @@ impl<T: Clone> Reread<T> {
         state.last.clone()
     }
 
+    /// Why the file could not be read the last time, if it could not.
+    #[cfg(test)]
+    fn failing(&self) -> Option<String> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.failing.clone()
+    }
+
     /// The last good copy, not read again.
     pub(crate) fn last(&self) -> T {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -67,10 +74,15 @@ mod tests {
     fn keeps_the_last_good_copy_while_reads_fail() {
         let file = Reread::new("key", 1);
         assert_eq!(file.refresh(Ok(2)), 2);
+        assert_eq!(file.failing(), None);
+        assert_eq!(file.refresh(Err("gone".into())), 2);
+        assert_eq!(file.failing().as_deref(), Some("gone"));
         assert_eq!(file.refresh(Err("gone".into())), 2);
         assert_eq!(file.refresh(Err("still gone".into())), 2);
+        assert_eq!(file.failing().as_deref(), Some("still gone"));
         assert_eq!(file.last(), 2);
         assert_eq!(file.refresh(Ok(3)), 3);
+        assert_eq!(file.failing(), None);
         assert_eq!(file.last(), 3);
     }
 }
