@@ -495,8 +495,11 @@ impl Link {
             return Err("the NATS server does not support headers (2.2 and later do)".into());
         }
         let mut credentials = url.credentials.clone();
-        if let (Some(nonce), Some(identity)) = (&info.nonce, cluster.identity()) {
-            identity.answer(nonce, &mut credentials)?;
+        // The key file is read only for a server that asks (a nonce).
+        if let Some(nonce) = &info.nonce {
+            if let Some(identity) = cluster.identity() {
+                identity.answer(nonce, &mut credentials)?;
+            }
         }
         up.session.connect(&name, &credentials, tls, |out| {
             for (subject, queue, sid) in &subscriptions {
