@@ -64,12 +64,13 @@ pub(crate) struct Cluster {
     identity: Option<Reread<Identity>>,
 }
 
-/// The key `config` names (`creds` or `nkey`), read from its file.
-fn read_identity(config: &ClusterConfig) -> Result<Option<Identity>, String> {
+/// The key `config` names (`creds` or `nkey`), read from its file; none
+/// if it names none.
+fn read_identity(config: &ClusterConfig) -> Option<Result<Identity, String>> {
     match (&config.creds, &config.nkey) {
-        (Some(creds), _) => Identity::from_creds_file(creds).map(Some),
-        (None, Some(seed)) => Identity::from_seed_file(seed).map(Some),
-        (None, None) => Ok(None),
+        (Some(creds), _) => Some(Identity::from_creds_file(creds)),
+        (None, Some(seed)) => Some(Identity::from_seed_file(seed)),
+        (None, None) => None,
     }
 }
 
@@ -101,7 +102,9 @@ impl Cluster {
             )),
             None => None,
         };
-        let identity = read_identity(&config)?.map(|key| Reread::new("key file", key));
+        let identity = read_identity(&config)
+            .transpose()?
+            .map(|key| Reread::new("key file", key));
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
@@ -136,11 +139,7 @@ impl Cluster {
     /// read now leaves the key read before (and says so, once).
     pub(crate) fn identity(&self) -> Option<Identity> {
         let key = self.identity.as_ref()?;
-        Some(match read_identity(&self.config) {
-            Ok(Some(fresh)) => key.refresh(Ok(fresh)),
-            Ok(None) => key.last(),
-            Err(e) => key.refresh(Err(e)),
-        })
+        read_identity(&self.config).map(|fresh| key.refresh(fresh))
     }
 
     pub(crate) fn config(&self) -> &ClusterConfig {
