@@ -1024,36 +1024,65 @@ fn tls_to_nats_with_a_private_ca(dispatch: Dispatch) {
     counts_across(cluster);
 }
 
+/// Certificates for a NATS that verifies its clients' (`tls { verify:
+/// true }`): its own, whose CA the servers trust (written to `nats_ca`),
+/// and a client's, for the servers to present.
+struct MutualTls {
+    nats_side: common::tls::Certificates,
+    client_side: common::tls::Certificates,
+    nats_ca: std::path::PathBuf,
+}
+
+impl MutualTls {
+    fn new(name: &str) -> MutualTls {
+        let nats_side = common::tls::Certificates::new(&format!("{name}-server"));
+        let client_side = common::tls::Certificates::new(&format!("{name}-client"));
+        let nats_ca = nats_side.dir.join("ca.pem");
+        std::fs::write(&nats_ca, nats_side.ca_pem()).unwrap();
+        MutualTls {
+            nats_side,
+            client_side,
+            nats_ca,
+        }
+    }
+
+    /// nats-server's `tls` block: its certificate, and clients' verified
+    /// against `client_ca` (PEM).
+    fn nats_config(&self, client_ca: &str) -> String {
+        let path = self.client_side.dir.join("trusted.pem");
+        std::fs::write(&path, client_ca).unwrap();
+        format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}",
+            self.nats_side.files.cert.display(),
+            self.nats_side.files.key.display(),
+            path.display()
+        )
+    }
+
+    /// Node `node`'s cluster over TLS to the NATS on `port`, presenting
+    /// the client certificate if `present`.
+    fn cluster(&self, port: u16, node: &str, present: bool) -> uppercut_mio_server::ClusterConfig {
+        let url = format!("tls://localhost:{port}");
+        let mut cluster = uppercut_mio_server::ClusterConfig::new(
+            vec![uppercut_mio_server::NatsUrl::parse(&url).unwrap()],
+            node,
+        );
+        cluster.ca = Some(self.nats_ca.clone());
+        cluster.client_cert = present.then(|| self.client_side.files.clone());
+        cluster
+    }
+}
+
 /// A NATS that verifies its clients' certificates (`tls { verify: true }`):
 /// a server presenting one its CA signed joins and carries a remote
 /// route; a server presenting none is refused, and serves its local
 /// routes only.
 fn tls_to_nats_with_a_client_certificate(dispatch: Dispatch) {
-    let name = format!("nats-mutual-{}", dispatch.name());
-    let nats_side = common::tls::Certificates::new(&format!("{name}-server"));
-    let client_side = common::tls::Certificates::new(&format!("{name}-client"));
-    let nats_ca = nats_side.dir.join("ca.pem");
-    std::fs::write(&nats_ca, nats_side.ca_pem()).unwrap();
-    let client_ca = client_side.dir.join("ca.pem");
-    std::fs::write(&client_ca, client_side.ca_pem()).unwrap();
-    let nats = Nats::start_with(&format!(
-        "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}",
-        nats_side.files.cert.display(),
-        nats_side.files.key.display(),
-        client_ca.display()
-    ));
-    let cluster = |node: &str, present: bool| {
-        let url = format!("tls://localhost:{}", nats.addr.port());
-        let mut cluster = uppercut_mio_server::ClusterConfig::new(
-            vec![uppercut_mio_server::NatsUrl::parse(&url).unwrap()],
-            node,
-        );
-        cluster.ca = Some(nats_ca.clone());
-        cluster.client_cert = present.then(|| client_side.files.clone());
-        Config {
-            cluster: Some(cluster),
-            ..config(dispatch)
-        }
+    let tls = MutualTls::new(&format!("nats-mutual-{}", dispatch.name()));
+    let nats = Nats::start_with(&tls.nats_config(&tls.client_side.ca_pem()));
+    let cluster = |node: &str, present: bool| Config {
+        cluster: Some(tls.cluster(nats.addr.port(), node, present)),
+        ..config(dispatch)
     };
     let refused = start_with(
         &cluster("c", false),
@@ -1069,36 +1098,17 @@ fn tls_to_nats_with_a_client_certificate(dispatch: Dispatch) {
 /// its files again. NATS comes back trusting only the new CA.
 fn a_replaced_client_certificate_is_read_again_on_reconnect(dispatch: Dispatch) {
     let name = format!("nats-rotate-{}", dispatch.name());
-    let nats_side = common::tls::Certificates::new(&format!("{name}-server"));
-    let client_side = common::tls::Certificates::new(&format!("{name}-client"));
-    let nats_ca = nats_side.dir.join("ca.pem");
-    std::fs::write(&nats_ca, nats_side.ca_pem()).unwrap();
-    let verifying = |client_ca: &str| {
-        let path = client_side.dir.join("trusted.pem");
-        std::fs::write(&path, client_ca).unwrap();
-        format!(
-            "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}",
-            nats_side.files.cert.display(),
-            nats_side.files.key.display(),
-            path.display()
-        )
-    };
-    let mut nats = Nats::start_with(&verifying(&client_side.ca_pem()));
-    let url = format!("tls://localhost:{}", nats.addr.port());
-    let with = |node: &str| {
-        let url = uppercut_mio_server::NatsUrl::parse(&url).unwrap();
-        let mut cluster = uppercut_mio_server::ClusterConfig::new(vec![url], node);
-        cluster.ca = Some(nats_ca.clone());
-        cluster.client_cert = Some(client_side.files.clone());
-        Config {
-            cluster: Some(cluster),
-            metrics: Some("127.0.0.1:0".parse().unwrap()),
-            ..config(dispatch)
-        }
+    let tls = MutualTls::new(&name);
+    let mut nats = Nats::start_with(&tls.nats_config(&tls.client_side.ca_pem()));
+    let port = nats.addr.port();
+    let with = |node: &str| Config {
+        cluster: Some(tls.cluster(port, node, true)),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..config(dispatch)
     };
     let (a, b) = counter_pair(with);
-    let new_ca = client_side.replace(&format!("{name}-client-2"));
-    nats.restart_with(&verifying(&common::tls::pem(&new_ca)));
+    let new_ca = tls.client_side.replace(&format!("{name}-client-2"));
+    nats.restart_with(&tls.nats_config(&common::tls::pem(&new_ca)));
     wait_reconnected(&[&a, &b], 1, "with the new certificate");
     counts_once(&a);
 }
