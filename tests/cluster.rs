@@ -768,6 +768,19 @@ mod keys {
         path
     }
 
+    /// A seed file for `key`, as `nk -gen user` writes one.
+    pub fn seed_file(key: &KeyPair) -> PathBuf {
+        file("user.nk", &format!("{}\n", key.seed().unwrap()))
+    }
+
+    /// nats-server's configuration for users listed by NKEY: `key` only.
+    pub fn nkey_users(key: &KeyPair) -> String {
+        format!(
+            "authorization {{ users = [ {{ nkey: {} }} ] }}",
+            key.public_key()
+        )
+    }
+
     fn b64(bytes: &[u8]) -> String {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
     }
@@ -851,11 +864,7 @@ mod keys {
 fn nkey_and_creds_join_and_another_key_is_refused(dispatch: Dispatch) {
     use nkeys::KeyPair;
     let (user, stranger) = (KeyPair::new_user(), KeyPair::new_user());
-    let seed_file = |key: &KeyPair| keys::file("user.nk", &format!("{}\n", key.seed().unwrap()));
-    let nkey_nats = Nats::start_with(&format!(
-        "authorization {{ users = [ {{ nkey: {} }} ] }}",
-        user.public_key()
-    ));
+    let nkey_nats = Nats::start_with(&keys::nkey_users(&user));
     let operator = keys::Operator::new();
     let user_jwt = operator.user_jwt(&user, None);
     let jwt_nats = Nats::start_with(&operator.config);
@@ -863,7 +872,12 @@ fn nkey_and_creds_join_and_another_key_is_refused(dispatch: Dispatch) {
     let nkey: Key = |cluster, path| cluster.nkey = Some(path);
     let creds: Key = |cluster, path| cluster.creds = Some(path);
     let cases = [
-        (&nkey_nats, nkey, seed_file(&user), seed_file(&stranger)),
+        (
+            &nkey_nats,
+            nkey,
+            keys::seed_file(&user),
+            keys::seed_file(&stranger),
+        ),
         (
             &jwt_nats,
             creds,
@@ -928,16 +942,9 @@ fn wait_reconnected(servers: &[&Server], times: u64, what: &str) {
 /// While the file cannot be read, the key read before serves.
 fn a_replaced_key_file_is_read_again_on_reconnect(dispatch: Dispatch) {
     use nkeys::KeyPair;
-    let users = |key: &KeyPair| {
-        format!(
-            "authorization {{ users = [ {{ nkey: {} }} ] }}",
-            key.public_key()
-        )
-    };
     let (old, new) = (KeyPair::new_user(), KeyPair::new_user());
-    let mut nats = Nats::start_with(&users(&old));
-    let seed_file = |key: &KeyPair| keys::file("user.nk", &format!("{}\n", key.seed().unwrap()));
-    let path = seed_file(&old);
+    let mut nats = Nats::start_with(&keys::nkey_users(&old));
+    let path = keys::seed_file(&old);
     let url = nats.cluster("a").servers;
     let with = |name: &str| {
         let mut cluster = uppercut_mio_server::ClusterConfig::new(url.clone(), name);
@@ -955,8 +962,8 @@ fn a_replaced_key_file_is_read_again_on_reconnect(dispatch: Dispatch) {
     nats.restart();
     wait_reconnected(&[&a, &b], 1, "on the key read before");
     // The rotation, as a whole file put in place of the old.
-    std::fs::rename(seed_file(&new), &path).unwrap();
-    nats.restart_with(&users(&new));
+    std::fs::rename(keys::seed_file(&new), &path).unwrap();
+    nats.restart_with(&keys::nkey_users(&new));
     wait_reconnected(&[&a, &b], 2, "on the new key");
     counts_once(&a);
 }
