@@ -36,11 +36,11 @@ defaults=(
     src/http/chunked.rs
     src/http/request.rs
     src/http/target.rs
-    src/routes/conditional.rs
-    src/routes/static_files.rs
-    src/routes/static_table.rs
-    src/routes/static_response.rs
-    src/routes/static_site.rs
+    src/static_files/conditional.rs
+    src/static_files/load.rs
+    src/static_files/table.rs
+    src/static_files/response.rs
+    src/static_files/site.rs
     src/runtime/timeouts.rs
     src/runtime/balance.rs
     src/routes/path_pattern.rs
@@ -73,7 +73,7 @@ later=(
 tests_for() {
     case "$1" in
     src/http/*) echo "--lib --test rfc --test errors --test http --test property" ;;
-    src/routes/static_* | src/routes/conditional.rs | src/routes/etag.rs | src/routes/percent.rs)
+    src/static_files/* | src/http/percent.rs)
         echo "--lib --test static_files --test static_ranges --test static_paths --test static_reload"
         ;;
     src/runtime/timeouts.rs) echo "--lib --test reliability --test metrics --test actor_routes" ;;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::http::framing::MAX_BODY_LEN;
 pub use crate::nats::url::NatsUrl;
-use crate::routes::static_files::StaticLimits;
+use crate::static_files::load::StaticLimits;
 
 /// How a poller's readiness events reach connection actors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,10 +5,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::StatusCode;
 use serde::Serialize;
 
+use crate::http::error_body::{default_body, ServerError, TEXT};
 use crate::http::response_fields::{
     check_header, check_status, final_status, put_header, ResponseError,
 };
-use crate::routes::error_body::{default_body, ServerError, TEXT};
 use crate::routes::typed::Rejection;
 
 /// An actor's answer to an [`ActorRequest`](crate::ActorRequest): a status, header fields and a

@@ -12,11 +12,11 @@ use serde::Serialize;
 use crate::http::head::ResponseOut;
 use http::StatusCode;
 
+use crate::http::error_body::{error_body, ErrorHook, ServerError};
 use crate::http::response_fields::{
     check_header, check_status, final_status, put_header, write_response, ResponseError,
 };
 use crate::routes::actor_response::ActorResponse;
-use crate::routes::error_body::{error_body, ErrorHook, ServerError};
 use crate::routes::request::Request;
 use crate::routes::typed::Rejection;
 

@@ -17,11 +17,11 @@ use std::sync::Arc;
 use bytes::BytesMut;
 
 use crate::http::head::FieldsAfter;
+use crate::http::percent::{needs_normalizing, normalize_path};
 use crate::http::request::{RequestHead, MAX_HEAD_LEN};
 use crate::http::response_fields::{check_header, ResponseError};
 use crate::http::target::TargetForm;
 use crate::routes::handler::Response;
-use crate::routes::percent::{needs_normalizing, normalize_path};
 use crate::routes::request::Request;
 
 /// Hooks that run around every route of the paths they were added for

@@ -3,7 +3,7 @@
 //! a handler or actor reads back with `Request::param`.
 //!
 //! A pattern is matched against the same normal form as exact routes (the
-//! path percent-decoded, dot segments removed: `routes::percent`), so an
+//! path percent-decoded, dot segments removed: `http::percent`), so an
 //! encoded slash never splits a segment (it names no route at all), and a
 //! value is handed out decoded. Only whole segments are parameters: `/a{b}`
 //! or `/{a}{b}` would need a rule for where one value ends, and every

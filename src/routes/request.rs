@@ -7,9 +7,9 @@ use std::fmt;
 use std::net::SocketAddr;
 
 use crate::http::method::Method;
+use crate::http::percent::{hex_digit, needs_normalizing, route_path};
 use crate::http::request::MAX_HEAD_LEN;
 use crate::routes::path_pattern::{segment, PathParams};
-use crate::routes::percent::{hex_digit, needs_normalizing, route_path};
 
 /// A request routed to a handler or an actor. It borrows the bytes the
 /// request arrived in: looking at it allocates nothing, but for

@@ -3,11 +3,11 @@
 
 use bytes::Bytes;
 
+use crate::http::error_body::{error_body, ServerError};
 use crate::http::head::ResponseOut;
 use crate::http::response::CannedResponse;
 use crate::http::response_fields::write_response;
 use crate::http::status::ErrorStatus;
-use crate::routes::error_body::{error_body, ServerError};
 use crate::routes::handler;
 use crate::routes::request::Request;
 use crate::routes::table::{Reply, RouteAnswer, Routes};

@@ -3,7 +3,7 @@
 //! to what answers each method there (a canned response, a handler, an
 //! actor, a WebSocket), the canned error responses, and the static site
 //! served ahead of them. Paths are looked up
-//! percent-decoded and without dot segments (`percent`); a canned route
+//! percent-decoded and without dot segments (`http::percent`); a canned route
 //! answers a matching `If-None-Match` with its canned 304 (`*` matches any
 //! route, a list of tags only a route with an entity tag).
 
@@ -16,26 +16,26 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use uppercut::api::AnyActor;
 
+use crate::http::error_body::{ErrorHook, ServerError};
 use crate::http::method::Method;
+use crate::http::percent::{needs_normalizing, route_path, AboveRoot};
 use crate::http::request::{RequestHead, MAX_BODY_LEN, MAX_HEAD_LEN};
 use crate::http::response::CannedResponse;
 use crate::http::response_fields::AddedFields;
 use crate::http::status::{not_allowed, ErrorStatus};
 use crate::http::target::TargetForm;
-use crate::routes::error_body::{ErrorHook, ServerError};
-use crate::routes::etag;
 use crate::routes::handler::Handler;
 use crate::routes::handler::Response;
 use crate::routes::middleware::{ChainIndex, Middleware, Middlewares};
 use crate::routes::path_entry::{Entry, Target};
 use crate::routes::path_pattern::{PathParams, PathPattern, PatternError};
-use crate::routes::percent::{needs_normalizing, route_path, AboveRoot};
 use crate::routes::request::Request;
 use crate::routes::spawns::ActorSpec;
-use crate::routes::static_files::{StaticFilesError, StaticLimits};
-use crate::routes::static_site::StaticSite;
-use crate::routes::static_table::StaticReply;
 use crate::routes::typed::Rejection;
+use crate::static_files::etag;
+use crate::static_files::load::{StaticFilesError, StaticLimits};
+use crate::static_files::site::StaticSite;
+use crate::static_files::table::StaticReply;
 use crate::websocket::{WebSocket, WsLimits};
 use crate::ws::deflate::WsDeflate;
 

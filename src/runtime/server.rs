@@ -30,7 +30,6 @@ use crate::observe::metrics_text::Series;
 use crate::routes::cors::Cors;
 use crate::routes::https_redirect::HttpsRedirect;
 use crate::routes::request_id::RequestId;
-use crate::routes::static_site::StaticSite;
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
 use crate::runtime::hosting::hosting;
@@ -41,6 +40,7 @@ use crate::runtime::shared::{PollerParts, Shared};
 use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::system::{run_system, RouteActors};
 use crate::runtime::wakeup::Parking;
+use crate::static_files::site::StaticSite;
 use crate::tls::TlsAcceptor;
 use crate::upstream::pool::UpstreamPool;
 

@@ -25,15 +25,12 @@ mod json;
 mod date;
 #[path = "../../../src/http/http_date.rs"]
 mod http_date;
-#[path = "../../../src/routes/percent.rs"]
+#[path = "../../../src/http/percent.rs"]
 mod percent;
 
 /// The paths the server's modules name each other by.
 mod http {
-    pub(crate) use super::{date, http_date};
-}
-mod routes {
-    pub(crate) use super::percent;
+    pub(crate) use super::{date, http_date, percent};
 }
 
 /// What the bench's upstream answers `/io` with.
@@ -95,7 +92,7 @@ const CASES: &[Case] = &[
     }),
     ("percent-escaped-ours", || {
         let mut buf = [0u8; 128];
-        black_box(routes::percent::decode_path(black_box(ESCAPED_PATH), &mut buf).is_some());
+        black_box(http::percent::decode_path(black_box(ESCAPED_PATH), &mut buf).is_some());
     }),
     ("percent-escaped-percent_encoding", || {
         let mut buf = [0u8; 128];
@@ -103,7 +100,7 @@ const CASES: &[Case] = &[
     }),
     ("percent-long-ours", || {
         let mut buf = [0u8; 128];
-        black_box(routes::percent::decode_path(black_box(LONG_PATH), &mut buf).is_some());
+        black_box(http::percent::decode_path(black_box(LONG_PATH), &mut buf).is_some());
     }),
     ("percent-long-percent_encoding", || {
         let mut buf = [0u8; 128];
@@ -136,7 +133,7 @@ fn httpdate_format(unix_seconds: u64) -> [u8; 29] {
 /// escape through as it is and decodes `%2F` and `%00`, so the server's rules
 /// (each names nothing) need a pass over the escapes first.
 fn percent_encoding_decode_path<'b>(path: &[u8], buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    use routes::percent::hex_digit;
+    use http::percent::hex_digit;
     let mut rest = path;
     while let Some(at) = rest.iter().position(|&b| b == b'%') {
         let [high, low, ..] = rest[at + 1..] else {
@@ -207,7 +204,7 @@ fn assert_same_answers() {
     );
     for path in [ESCAPED_PATH, LONG_PATH] {
         let (mut a, mut b) = ([0u8; 128], [0u8; 128]);
-        let ours = routes::percent::decode_path(path, &mut a);
+        let ours = http::percent::decode_path(path, &mut a);
         assert_eq!(ours, percent_encoding_decode_path(path, &mut b));
     }
 }

@@ -1,11 +1,11 @@
 //! Static files: every regular file under a directory, read into memory
 //! within limits (at start, and again on each reload), with what its
 //! responses need: its request paths, content type and modification time.
-//! `static_table` turns a load into canned responses.
+//! `table` turns a load into canned responses.
 //!
 //! Files are only ever served from the route table built from this load,
 //! never opened per request, so no request path can reach outside the
-//! directory: a path (normalized, `percent`) is a key of the table or a
+//! directory: a path (normalized, `http::percent`) is a key of the table or a
 //! 404, and one whose `..` climbs above the root is a 400. While loading, each
 //! file is resolved with `canonicalize`, and one whose real path lies outside
 //! the directory (a symlink pointing out) is left out. Symlinked directories
@@ -27,8 +27,8 @@ use bytes::Bytes;
 use log::{debug, info};
 
 use crate::http::date::unix_seconds;
-use crate::routes::static_gzip::add_gzip_copies;
-use crate::routes::static_loaded::{LoadedDir, LoadedFile};
+use crate::static_files::gzip::add_gzip_copies;
+use crate::static_files::loaded::{LoadedDir, LoadedFile};
 
 /// The default largest file: 16 MiB.
 pub(crate) const DEFAULT_MAX_FILE: u64 = 16 << 20;

@@ -27,7 +27,7 @@ use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use crate::routes::static_loaded::LoadedFile;
+use crate::static_files::loaded::LoadedFile;
 
 /// Files this size or smaller are not compressed here.
 const MIN_COMPRESSED: usize = 1024;

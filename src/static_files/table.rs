@@ -4,7 +4,7 @@
 //! guarded by `If-Range`), a 416, or the 301 that adds the `/` a directory's
 //! path lacks. Lookups and choices allocate nothing.
 //!
-//! A file with a gzip copy (`static_gzip`) has two representations, each
+//! A file with a gzip copy (`gzip`) has two representations, each
 //! with its own strong entity tag (RFC 9110 §8.8.3: a strong tag names one
 //! sequence of bytes, and the copy's bytes differ), and every response of
 //! such a file says `Vary: Accept-Encoding`, so that caches keep them apart.
@@ -19,19 +19,19 @@ use std::time::SystemTime;
 use bytes::{Bytes, BytesMut};
 
 use crate::http::date::{format_imf_fixdate, unix_seconds};
+use crate::http::error_body::{error_body, ErrorHook, ServerError};
 use crate::http::head::ResponseOut;
+use crate::http::percent::{needs_normalizing, normalize_path, AboveRoot};
 use crate::http::request::{Method, RequestHead, MAX_HEAD_LEN};
 use crate::http::response::CannedResponse;
 use crate::http::response_fields::{put_header, write_response};
 use crate::http::status::ErrorStatus;
-use crate::routes::conditional::{
+use crate::static_files::conditional::{
     if_range_matches, not_modified_since, parse_range, scan_headers, target_query, RangeRequest,
 };
-use crate::routes::error_body::{error_body, ErrorHook, ServerError};
-use crate::routes::etag::{if_none_match, strong_etag};
-use crate::routes::percent::{needs_normalizing, normalize_path, AboveRoot};
-use crate::routes::static_loaded::{LoadedDir, LoadedFile};
-use crate::routes::static_response::{PartialResponse, RedirectResponse};
+use crate::static_files::etag::{if_none_match, strong_etag};
+use crate::static_files::loaded::{LoadedDir, LoadedFile};
+use crate::static_files::response::{PartialResponse, RedirectResponse};
 
 /// How a route with an entity tag answers a conditional request.
 #[derive(Debug, Clone)]

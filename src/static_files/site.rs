@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::http::error_body::ErrorHook;
 use crate::http::head::ResponseOut;
 use crate::http::request::RequestHead;
 use crate::http::status::ErrorStatus;
-use crate::routes::error_body::ErrorHook;
-use crate::routes::static_files::{self, StaticFilesError, StaticLimits};
-use crate::routes::static_table::{StaticReply, StaticTable};
+use crate::static_files::load::{self, StaticFilesError, StaticLimits};
+use crate::static_files::table::{StaticReply, StaticTable};
 
 /// Tells sites apart in the per-thread cache (a process may serve several).
 static NEXT_SITE_ID: AtomicU64 = AtomicU64::new(0);
@@ -72,7 +72,7 @@ impl StaticSite {
         limits: StaticLimits,
         dotfiles: bool,
     ) -> Result<StaticSite, StaticFilesError> {
-        let table = StaticTable::new(static_files::load(dir, limits, dotfiles)?, 0);
+        let table = StaticTable::new(load::load(dir, limits, dotfiles)?, 0);
         Ok(StaticSite {
             id: NEXT_SITE_ID.fetch_add(1, Ordering::Relaxed),
             dir: dir.to_path_buf(),
@@ -97,7 +97,7 @@ impl StaticSite {
     /// from the next request on. On an error (a file over a limit, the
     /// directory gone) the current files stay and the error says why.
     pub fn reload(&self) -> Result<LoadSummary, StaticFilesError> {
-        let loaded = static_files::load(&self.dir, self.limits, self.dotfiles)?;
+        let loaded = load::load(&self.dir, self.limits, self.dotfiles)?;
         // Built before taking the lock: the hashing and formatting of a
         // whole directory must not hold up a thread picking up a table.
         let mut table = StaticTable::new(loaded, 0);

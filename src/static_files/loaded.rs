@@ -1,7 +1,7 @@
 //! What one load of a static directory found: each file's bytes, type,
 //! dates and request paths (and its gzip copy), and the directories walked.
-//! The loader (`static_files`) fills it, `static_gzip` adds the copies, and
-//! `static_table` builds the responses from it.
+//! The loader (`load`) fills it, `gzip` adds the copies, and
+//! `table` builds the responses from it.
 
 use bytes::Bytes;
 
@@ -19,7 +19,7 @@ pub(crate) struct LoadedFile {
     /// (RFC 9110 §8.8.2.2), which `If-Range` may compare.
     pub modified_before_load: bool,
     /// The content gzip-compressed, for requests that accept it
-    /// (`static_gzip`).
+    /// (`gzip`).
     pub gzip: Option<Bytes>,
 }
 
