@@ -151,7 +151,7 @@ pub use routes::request_id::RequestId;
 pub use routes::typed::Rejection;
 pub use routes::Routes;
 pub use runtime::listeners::raise_open_files_limit;
-pub use runtime::server::Server;
+pub use runtime::server::{Server, ServerSender};
 pub use static_files::load::{StaticFilesError, StaticLimits};
 pub use static_files::site::{LoadSummary, StaticSite};
 pub use websocket::{Closed, Message, Outgoing, WebSocket, WsContext, WsDeflate, WsHandle};

@@ -6,9 +6,16 @@
 //! another server) is noted for the thread that made it:
 //! [`last_send_error`] tells the actor at the call, and the server logs
 //! and counts it besides.
+//!
+//! A send that was taken but went past a bound (bytes for NATS while more
+//! than `--nats-buffer` waits) is noted for the thread the same way
+//! ([`press`]), and whoever made the thread send waits for relief before
+//! it sends again: a WebSocket connection stops reading its socket, an
+//! owned actor pauses, a program's thread blocks in `Server::send`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Addresses of topics start with this: `topic/room`.
 pub(crate) const TOPIC_PREFIX: &str = "topic/";
@@ -102,4 +109,64 @@ pub fn last_send_error() -> Option<SendError> {
         .try_with(|refused| refused.borrow_mut().take())
         .ok()
         .flatten()
+}
+
+/// Called once, from any thread, when a [`Pressure`] has eased.
+pub(crate) type Relief = Box<dyn FnOnce() + Send>;
+
+/// Something that took a send past its bound, and says when the sender
+/// may go on.
+pub(crate) trait Pressure: Send + Sync {
+    /// Calls `relief` once the pressure has eased: at once if it has
+    /// already.
+    fn on_relief(&self, relief: Relief);
+}
+
+thread_local! {
+    static PRESSED: RefCell<Option<Arc<dyn Pressure>>> = const { RefCell::new(None) };
+    static SERVER_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Notes that a send this thread made was taken past a bound: whoever made
+/// the thread send waits for `pressure` to ease before it sends again.
+pub(crate) fn press(pressure: Arc<dyn Pressure>) {
+    let _ = PRESSED.try_with(|pressed| *pressed.borrow_mut() = Some(pressure));
+}
+
+/// What [`press`] noted since the last call, if anything; taking it clears
+/// it.
+pub(crate) fn take_pressure() -> Option<Arc<dyn Pressure>> {
+    PRESSED
+        .try_with(|pressed| pressed.borrow_mut().take())
+        .ok()
+        .flatten()
+}
+
+/// Marks this thread as one of the server's own (a poller's worker), which
+/// must never block waiting for relief: the relief may need this very
+/// thread.
+pub(crate) fn mark_server_thread() {
+    let _ = SERVER_THREAD.try_with(|server| server.set(true));
+}
+
+/// Whether this is one of the server's own threads.
+pub(crate) fn is_server_thread() -> bool {
+    SERVER_THREAD.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Blocks this thread until `pressure` eases (for threads that may block:
+/// a blocking actor's, a program's own).
+pub(crate) fn wait_for_relief(pressure: &dyn Pressure) {
+    let eased = Arc::new((Mutex::new(false), Condvar::new()));
+    let signal = Arc::clone(&eased);
+    pressure.on_relief(Box::new(move || {
+        let (flag, condvar) = &*signal;
+        *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        condvar.notify_one();
+    }));
+    let (flag, condvar) = &*eased;
+    let mut done = flag.lock().unwrap_or_else(|e| e.into_inner());
+    while !*done {
+        done = condvar.wait(done).unwrap_or_else(|e| e.into_inner());
+    }
 }

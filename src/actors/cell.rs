@@ -23,6 +23,13 @@
 //! A holder runs at most [`BUDGET`] queued messages in a row; past that it
 //! lets the actor go and has its home poller run the rest in a later round,
 //! so that one busy actor cannot keep a poller from its own connections.
+//!
+//! An actor whose send to another server was taken past `--nats-buffer`
+//! (`mail::press`) pauses: its holder *parks* it, keeping the claim with no
+//! thread behind it, so senders only queue; when the NATS link has drained,
+//! the relief releases the claim to the home poller, whose next round
+//! holds it and runs what queued meanwhile, in order. A paused actor costs
+//! no thread and drops nothing.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +38,8 @@ use std::sync::Arc;
 use uppercut::api::{Actor, Envelope};
 
 use crate::actors::contain::WarnLimiter;
+use crate::actors::port::PollerPort;
+use crate::mail::{self, Pressure};
 use crate::sync::{Atomic, AtomicInt, Exclusive, Kit, Lock, Std};
 
 /// Queued messages a holder runs before it hands the rest to the home poller.
@@ -43,6 +52,19 @@ pub(crate) trait Runner {
     /// `cell` has queued messages and nobody running it: have its home
     /// poller run them.
     fn schedule(&self, cell: &Arc<ActorCell>);
+    /// `cell`'s home poller's port, for a relief to schedule it from any
+    /// thread.
+    fn home_port(&self, cell: &ActorCell) -> Option<Arc<PollerPort>>;
+}
+
+/// What a holder does after running an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Runs the next.
+    Go,
+    /// Parks the state: keeps the claim, with nobody running it, until
+    /// [`Baton::release`].
+    Park,
 }
 
 /// An actor instance, whether it is held, and the messages waiting for it.
@@ -57,6 +79,9 @@ pub(crate) struct ActorCell {
     stopped: AtomicBool,
     /// How often this actor's panics are logged.
     pub(crate) warnings: WarnLimiter,
+    /// What the message that parked it pressed on, until the holder asks
+    /// it for relief.
+    parked_on: std::sync::Mutex<Option<Arc<dyn Pressure>>>,
 }
 
 impl ActorCell {
@@ -67,6 +92,7 @@ impl ActorCell {
             baton: Baton::new(actor),
             stopped: AtomicBool::new(false),
             warnings: WarnLimiter::default(),
+            parked_on: std::sync::Mutex::new(None),
         }
     }
 
@@ -88,6 +114,7 @@ impl ActorCell {
         if self.baton.deliver(envelope, run) {
             runner.schedule(self);
         }
+        self.await_relief(runner);
     }
 
     /// Queues `envelope` without running anything: for threads that must
@@ -102,6 +129,29 @@ impl ActorCell {
         if self.baton.run_queued(run) {
             runner.schedule(self);
         }
+        self.await_relief(runner);
+    }
+
+    /// The actor parked on a pressure: asks it for relief, which releases
+    /// the actor to its home poller.
+    fn await_relief(self: &Arc<Self>, runner: &dyn Runner) {
+        let pressure = self
+            .parked_on
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(pressure) = pressure else {
+            return;
+        };
+        let cell = Arc::clone(self);
+        let port = runner.home_port(self);
+        pressure.on_relief(Box::new(move || {
+            if cell.baton.release() {
+                if let Some(port) = port {
+                    port.schedule(cell);
+                }
+            }
+        }));
     }
 
     /// Stops the actor: what is queued and what comes later is dropped.
@@ -118,11 +168,21 @@ impl ActorCell {
         self.baton.with_free(f);
     }
 
-    fn run(&self, actor: &mut Actor, envelope: Envelope, runner: &dyn Runner) {
+    fn run(&self, actor: &mut Actor, envelope: Envelope, runner: &dyn Runner) -> Step {
         if self.stopped.load(Ordering::Relaxed) {
-            return drop(envelope);
+            drop(envelope);
+            return Step::Go;
         }
+        // Only what this message's sends met counts.
+        drop(mail::take_pressure());
         runner.run(self, actor, envelope);
+        match mail::take_pressure() {
+            Some(pressure) => {
+                *self.parked_on.lock().unwrap_or_else(|e| e.into_inner()) = Some(pressure);
+                Step::Park
+            }
+            None => Step::Go,
+        }
     }
 }
 
@@ -134,22 +194,35 @@ impl ActorCell {
 /// (`crate::model::cell`) runs this very code on loom's primitives.
 pub(crate) struct Baton<S: Send, T: Send, K: Kit = Std, const N: usize = BUDGET> {
     held: K::Bool,
+    /// `NOT_PARKED`, or the claim of `held` is kept with nobody running
+    /// (`PARKED`) until a relief hands it to the next `run_queued`
+    /// (`RELEASED`).
+    parked: K::U8,
     queued: K::Usize,
     queue: K::Mutex<VecDeque<T>>,
     /// Touched only by whoever holds `held`.
     state: K::Cell<S>,
 }
 
+/// `Baton::parked`: nobody parked the state.
+const NOT_PARKED: u8 = 0;
+/// The state is parked: `held` stays true, nobody runs it.
+const PARKED: u8 = 1;
+/// A relief came: the next `run_queued` (or `with_free`) holds it.
+const RELEASED: u8 = 2;
+
 // SAFETY: `state` is only reached through `Held`, and at most one `Held`
 // exists at a time: it is made only by winning the compare-and-swap of
-// `held` from false to true, and dropping it stores false. The other fields
-// are `Sync` by the kit's bounds.
+// `held` from false to true, or of `parked` from `RELEASED` (which only a
+// `Held` parking, forgotten with `held` still true, sets up), and dropping
+// it stores false. The other fields are `Sync` by the kit's bounds.
 unsafe impl<S: Send, T: Send, K: Kit, const N: usize> Sync for Baton<S, T, K, N> {}
 
 impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
     pub(crate) fn new(state: S) -> Self {
         Baton {
             held: K::Bool::new(false),
+            parked: K::U8::new(NOT_PARKED),
             queued: K::Usize::new(0),
             queue: K::Mutex::new(VecDeque::new()),
             state: K::Cell::new(state),
@@ -160,10 +233,12 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
     /// it first; else queues it for the holder. True when items are left
     /// over past the budget with nobody running them: the caller has them
     /// run later (`run_queued`).
-    pub(crate) fn deliver(&self, item: T, run: &mut impl FnMut(&mut S, T)) -> bool {
+    pub(crate) fn deliver(&self, item: T, run: &mut impl FnMut(&mut S, T) -> Step) -> bool {
         match self.try_hold() {
             Some(held) if self.queued.load(Ordering::SeqCst) == 0 => {
-                held.run(run, item);
+                if held.run(run, item) == Step::Park {
+                    return self.park(held);
+                }
                 self.drain(held, run)
             }
             Some(held) => {
@@ -176,7 +251,7 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
 
     /// The state was busy: queues `item` for its holder, and runs it after
     /// all if the holder let go before the item was queued.
-    fn leave_for_holder(&self, item: T, run: &mut impl FnMut(&mut S, T)) -> bool {
+    fn leave_for_holder(&self, item: T, run: &mut impl FnMut(&mut S, T) -> Step) -> bool {
         self.enqueue(item);
         match self.try_hold() {
             Some(held) => self.drain(held, run),
@@ -193,12 +268,37 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
         self.queued.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Runs what is queued, if the state is free; true as for `deliver`.
-    pub(crate) fn run_queued(&self, run: &mut impl FnMut(&mut S, T)) -> bool {
-        match self.try_hold() {
+    /// Runs what is queued, if the state is free or a relief released it
+    /// from its parking; true as for `deliver`.
+    pub(crate) fn run_queued(&self, run: &mut impl FnMut(&mut S, T) -> Step) -> bool {
+        match self.try_unpark().or_else(|| self.try_hold()) {
             Some(held) => self.drain(held, run),
             None => false,
         }
+    }
+
+    /// A relief came for a parked state: the next `run_queued` holds it.
+    /// True when it was parked (and the caller has it run).
+    pub(crate) fn release(&self) -> bool {
+        self.parked
+            .compare_exchange(PARKED, RELEASED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// Keeps `held`'s claim with nobody running the state, until
+    /// `release`; nothing is left for the caller.
+    fn park(&self, held: Held<'_, S, T, K, N>) -> bool {
+        self.parked.store(PARKED, Ordering::SeqCst);
+        std::mem::forget(held);
+        false
+    }
+
+    /// The claim a released parking kept, if there is one.
+    fn try_unpark(&self) -> Option<Held<'_, S, T, K, N>> {
+        self.parked
+            .compare_exchange(RELEASED, NOT_PARKED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+            .then(|| Held { baton: self })
     }
 
     /// Takes everything queued out, unrun.
@@ -208,9 +308,10 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
         std::mem::take(&mut *queue)
     }
 
-    /// Runs `f` with the state if nobody holds it.
+    /// Runs `f` with the state if nobody holds it (a parked state counts
+    /// as free once released).
     pub(crate) fn with_free(&self, f: impl FnOnce(&mut S)) {
-        if let Some(held) = self.try_hold() {
+        if let Some(held) = self.try_unpark().or_else(|| self.try_hold()) {
             // SAFETY: `held` is the only `Held` (see `Baton`).
             unsafe { self.state.with_mut(f) };
             drop(held);
@@ -252,7 +353,7 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
     fn drain<'a>(
         &'a self,
         mut held: Held<'a, S, T, K, N>,
-        run: &mut impl FnMut(&mut S, T),
+        run: &mut impl FnMut(&mut S, T) -> Step,
     ) -> bool {
         let mut budget = N;
         loop {
@@ -260,7 +361,9 @@ impl<S: Send, T: Send, K: Kit, const N: usize> Baton<S, T, K, N> {
                 let Some(item) = self.pop() else {
                     break;
                 };
-                held.run(run, item);
+                if held.run(run, item) == Step::Park {
+                    return self.park(held);
+                }
                 budget -= 1;
             }
             drop(held);
@@ -285,7 +388,7 @@ struct Held<'a, S: Send, T: Send, K: Kit, const N: usize> {
 }
 
 impl<S: Send, T: Send, K: Kit, const N: usize> Held<'_, S, T, K, N> {
-    fn run(&self, run: &mut impl FnMut(&mut S, T), item: T) {
+    fn run(&self, run: &mut impl FnMut(&mut S, T) -> Step, item: T) -> Step {
         // SAFETY: only one `Held` exists at a time (see `Baton`), and it is
         // not shared between threads: the reference ends before it drops.
         unsafe { self.baton.state.with_mut(|state| run(state, item)) }
@@ -339,6 +442,10 @@ mod tests {
 
         fn schedule(&self, cell: &Arc<ActorCell>) {
             self.scheduled.borrow_mut().push(cell.address().to_string());
+        }
+
+        fn home_port(&self, _cell: &ActorCell) -> Option<Arc<PollerPort>> {
+            None
         }
     }
 
@@ -454,6 +561,10 @@ mod tests {
 
         fn schedule(&self, _cell: &Arc<ActorCell>) {
             self.scheduled.store(true, Ordering::SeqCst);
+        }
+
+        fn home_port(&self, _cell: &ActorCell) -> Option<Arc<PollerPort>> {
+            None
         }
     }
 }

@@ -24,7 +24,7 @@ use uppercut::api::{Actor, AnySender, Envelope};
 use crate::actors::cell::{ActorCell, Runner};
 use crate::actors::contain::{run_contained, WarnLimiter};
 use crate::actors::directory::{Dest, Directory, Resolved};
-use crate::actors::port::{ActorBox, Relayed};
+use crate::actors::port::{ActorBox, PollerPort, Relayed};
 use crate::actors::timer::Timer;
 
 thread_local! {
@@ -159,6 +159,10 @@ impl Runner for RunContext<'_> {
 
     fn schedule(&self, cell: &Arc<ActorCell>) {
         self.directory.schedule(cell);
+    }
+
+    fn home_port(&self, cell: &ActorCell) -> Option<Arc<PollerPort>> {
+        self.directory.port(cell.home()).cloned()
     }
 }
 

@@ -21,6 +21,7 @@ use crate::actors::forwarder::Forwarder;
 use crate::actors::port::{PollerPort, Relayed};
 use crate::actors::remote::{split_node, Remote, RemoteAddr, ANY_NODE};
 use crate::actors::timer::Timer;
+use crate::mail;
 use crate::routes::handler::Handler;
 use crate::routes::spawns::{Factory, SpawnKind};
 use crate::routes::table::{ActorRoute, CallTarget, Routes};
@@ -62,7 +63,14 @@ struct BlockingRunner {
 impl RunBlocking for BlockingRunner {
     fn run(&self, pool: &BlockingPool, actor: &mut Actor, envelope: Envelope) {
         let context = RunContext::new(&self.directory, self.timer.as_deref(), None, None);
+        // Only what this message's sends met counts.
+        drop(mail::take_pressure());
         context.run_actor(pool.address(), actor, envelope, &pool.warnings);
+        // A send to another server went past its bound: this thread waits,
+        // as a blocking write would, before its next message.
+        if let Some(pressure) = mail::take_pressure() {
+            mail::wait_for_relief(&*pressure);
+        }
     }
 
     fn stop(&self, pool: &BlockingPool, actor: &mut Actor) {
@@ -266,9 +274,18 @@ impl ActorHouse {
     /// the server owns there (or the WebSocket connection), else into the
     /// uppercut system.
     pub(crate) fn send(&self, address: &str, envelope: Envelope) {
+        drop(mail::take_pressure());
         if let Err(envelope) = self.directory.deliver_foreign(address, envelope) {
             self.directory
                 .relay(Relayed::Send(address.to_string(), envelope));
+        }
+        // Past the bound for NATS: a program's thread waits, as a blocking
+        // write would; one of the server's own cannot (the relief may need
+        // it), and its message is taken all the same.
+        if let Some(pressure) = mail::take_pressure() {
+            if !mail::is_server_thread() {
+                mail::wait_for_relief(&*pressure);
+            }
         }
     }
 

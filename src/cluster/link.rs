@@ -35,7 +35,7 @@ use uppercut::api::Envelope;
 
 use crate::actors::context::RunContext;
 use crate::cluster::codec::{self, Inbound};
-use crate::cluster::port::{LinkPort, Outbound};
+use crate::cluster::port::{Admit, LinkPort, Outbound};
 use crate::cluster::subjects::{Addressed, PARTITIONS};
 use crate::cluster::{failure, refusal_response, Cluster};
 use crate::log_limit::WarnLimiter;
@@ -178,9 +178,10 @@ impl Link {
         }
     }
 
-    /// Work that waits for this link from other threads.
+    /// Work that waits for this link from other threads, and that it can
+    /// take now.
     pub(crate) fn is_pending(&self) -> bool {
-        self.port.is_pending()
+        self.port.is_pending() && self.has_room()
     }
 
     /// Timers: a retry or a connect's timeout due, keepalive pings.
@@ -611,10 +612,11 @@ impl Link {
                 // asker need not wait for its timeout.
                 if let Some(reply) = msg.reply {
                     let why = "the request did not read on this server";
-                    let _ = self.port.push(Outbound::Answer {
+                    let answer = Outbound::Answer {
                         reply,
                         outcome: Outcome::Answered(failure(502, why)),
-                    });
+                    };
+                    let _ = self.port.push(answer, Admit::Answer);
                 }
             }
             _ => metrics.dropped(Dropped::Malformed),
@@ -648,16 +650,23 @@ impl Link {
         awaited.reply_to.send(outcome);
     }
 
-    /// Writes what other threads left, while the session is ready, and
-    /// sends what it can; true when something was taken.
+    /// Writes what other threads left, in order, as far as the session's
+    /// output has room (`--nats-buffer`: the rest waits in the port for
+    /// the socket to take some), and sends what it can; true when
+    /// something was taken. While the session is not ready, everything
+    /// waiting is taken and refused.
     pub(crate) fn settle(&mut self, registry: &Registry, now_ms: u64) -> bool {
+        let room = match &mut self.conn {
+            Conn::Up(up) if up.session.phase() == Phase::Ready => {
+                let limit = self.cluster.config().buffer;
+                limit.saturating_sub(up.session.output().len())
+            }
+            _ => usize::MAX,
+        };
         let mut taken = std::mem::take(&mut self.taken);
-        self.port.take(&mut taken);
+        self.port.take(&mut taken, room);
         let found = !taken.is_empty();
         for item in taken.drain(..) {
-            if !matches!(item, Outbound::Topic { .. }) {
-                self.port.done(item.size());
-            }
             self.write_item(item, now_ms);
         }
         self.taken = taken;
@@ -667,20 +676,28 @@ impl Link {
         found
     }
 
+    /// Whether the output has room for what waits in the port: while the
+    /// socket holds the output back, what waits is not work for the
+    /// poller (the writable edge is).
+    fn has_room(&self) -> bool {
+        match &self.conn {
+            Conn::Up(up) if up.session.phase() == Phase::Ready => {
+                up.session.output_len() < self.cluster.config().buffer
+            }
+            _ => true,
+        }
+    }
+
     /// Writes one item into the session's output, or refuses it.
     fn write_item(&mut self, item: Outbound, now_ms: u64) {
         let metrics = Arc::clone(self.cluster.metrics());
         if let Outbound::Topic { topic, subscribed } = item {
             return self.topic(topic, subscribed);
         }
-        let limit = self.cluster.config().buffer;
         let up = match &mut self.conn {
             Conn::Up(up) if up.session.phase() == Phase::Ready => up,
             _ => return refuse(item, SendError::Unreachable, &metrics),
         };
-        if up.session.output().len() > limit {
-            return refuse(item, SendError::BufferFull, &metrics);
-        }
         let max = up.session.max_payload();
         let scratch = &mut self.scratch;
         match item {
@@ -947,7 +964,7 @@ impl ReplySink for RemoteAnswer {
         };
         // Refused when the link is down (which lost the asker's request
         // too) or too much waits: counted; the asker times out.
-        if let Err(refused) = self.port.push(answer) {
+        if let Err(refused) = self.port.push(answer, Admit::Answer) {
             self.metrics.refused(match refused.error {
                 SendError::BufferFull => Refusal::BufferFull,
                 SendError::TooLarge { .. } => Refusal::TooLarge,

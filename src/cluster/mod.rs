@@ -33,11 +33,11 @@ use std::time::Duration;
 use uppercut::api::Envelope;
 
 use crate::actors::remote::{Payload, Remote, RemoteAddr};
-use crate::cluster::port::{LinkPort, Outbound};
+use crate::cluster::port::{Admit, LinkPort, Outbound, Taken};
 use crate::cluster::reread::Reread;
 use crate::cluster::subjects::Subjects;
 use crate::config::ClusterConfig;
-use crate::mail::SendError;
+use crate::mail::{self, SendError};
 use crate::nats::identity::Identity;
 use crate::observe::cluster_metrics::{ClusterMetrics, Refusal};
 use crate::routes::actor::ActorRequest;
@@ -76,7 +76,7 @@ fn read_identity(config: &ClusterConfig) -> Option<Result<Identity, String>> {
 
 impl Cluster {
     /// The cluster for a server whose pollers' links have `ports`, owning
-    /// the actors at `names`.
+    /// the actors at `names`, counted in `metrics` (the ports' too).
     /// Refuses a configuration whose `tls://` servers it cannot trust,
     /// whose client certificate cannot be presented, or whose `.creds` or
     /// seed file cannot be read as one.
@@ -84,6 +84,7 @@ impl Cluster {
         config: ClusterConfig,
         ports: Vec<Arc<LinkPort>>,
         names: Vec<String>,
+        metrics: Arc<ClusterMetrics>,
     ) -> Result<Cluster, String> {
         config.check()?;
         let needs_tls = config.ca.is_some()
@@ -112,7 +113,7 @@ impl Cluster {
         Ok(Cluster {
             subjects: Subjects::new(&config.prefix, &config.node, nonce),
             config,
-            metrics: Arc::new(ClusterMetrics::new(ports.len())),
+            metrics,
             ports: ports.into(),
             names,
             tls_roots,
@@ -219,7 +220,7 @@ impl Cluster {
             request,
             timeout,
         };
-        let Err(refused) = port.push(item) else {
+        let Err(refused) = port.push(item, Admit::Bounded) else {
             return Ok(());
         };
         let error = refused.error;
@@ -272,10 +273,7 @@ impl Remote for Cluster {
             from: self.address_here(from),
             payload,
         };
-        port.push(item).map_err(|refused| {
-            self.count_refusal(&refused.error);
-            refused.error
-        })
+        self.push_flow(port, item)
     }
 
     fn publish(&self, topic: &str, from: &str, payload: &Payload) -> Result<(), SendError> {
@@ -284,10 +282,7 @@ impl Remote for Cluster {
             from: self.address_here(from),
             payload: payload.clone(),
         };
-        self.port_of(from).push(item).map_err(|refused| {
-            self.count_refusal(&refused.error);
-            refused.error
-        })
+        self.push_flow(self.port_of(from), item)
     }
 
     fn interest(&self, topic: &str, subscribed: bool) {
@@ -296,7 +291,27 @@ impl Remote for Cluster {
             subscribed,
         };
         // One poller per topic holds its subscription.
-        let _ = self.port_of(topic).push(item);
+        let _ = self.port_of(topic).push(item, Admit::Flow);
+    }
+}
+
+impl Cluster {
+    /// Leaves bytes for `port`'s link: taken whatever waits there (but for
+    /// NATS being down, or the message too large), and the sending thread
+    /// told to wait for relief when more than the bound now waits.
+    fn push_flow(&self, port: &Arc<LinkPort>, item: Outbound) -> Result<(), SendError> {
+        match port.push(item, Admit::Flow) {
+            Ok(Taken::Within) => Ok(()),
+            Ok(Taken::Past) => {
+                self.metrics.pressed();
+                mail::press(Arc::clone(port) as Arc<dyn mail::Pressure>);
+                Ok(())
+            }
+            Err(refused) => {
+                self.count_refusal(&refused.error);
+                Err(refused.error)
+            }
+        }
     }
 }
 

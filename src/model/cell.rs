@@ -17,7 +17,7 @@ use std::sync::Arc;
 use loom::thread;
 
 use super::{check_both, Fences, Loom};
-use crate::actors::cell::Baton;
+use crate::actors::cell::{Baton, Step};
 
 /// A message: its sender, and its place in that sender's sequence.
 type Message = (u8, u8);
@@ -70,8 +70,9 @@ impl<F: Fences> Shared<F> {
     }
 }
 
-fn run(ran: &mut Vec<Message>, message: Message) {
+fn run(ran: &mut Vec<Message>, message: Message) -> Step {
     ran.push(message);
+    Step::Go
 }
 
 /// Every message of `sent` is in `ran` or `dropped`, once; `ran` keeps
@@ -149,6 +150,55 @@ fn stop<F: Fences>() {
         // cell drops it unread), but it runs once and is not left behind.
         all_once_in_order(&[(1, 0), (1, 1), (2, 0)], &ran, &dropped);
     }
+}
+
+/// The actor parks on one message (its send went past a bound) while
+/// another thread sends to it; the relief releases it to the home poller,
+/// which runs what queued meanwhile. Nobody runs it while it is parked.
+fn park<F: Fences>() {
+    {
+        let shared = Shared::<F>::new();
+        let other = Arc::clone(&shared);
+        let sender = thread::spawn(move || {
+            other.deliver_parking((1, 0));
+            other.deliver_parking((1, 1));
+        });
+        shared.deliver_parking((2, 0));
+        sender.join().expect("the sender ran");
+        shared.rounds();
+        let ran = shared.ran();
+        all_once_in_order(&[(1, 0), (1, 1), (2, 0)], &ran, &VecDeque::new());
+    }
+}
+
+impl<F: Fences> Shared<F> {
+    /// As `deliver`, with an actor that parks on message `(2, 0)`; the
+    /// thread that parked it then has the relief come at once (the link
+    /// had drained already), which hands it to the home poller.
+    fn deliver_parking(&self, message: Message) {
+        let parked = std::cell::Cell::new(false);
+        let mut run = |ran: &mut Vec<Message>, message: Message| {
+            ran.push(message);
+            match message == (2, 0) {
+                true => {
+                    parked.set(true);
+                    Step::Park
+                }
+                false => Step::Go,
+            }
+        };
+        if self.cell.deliver(message, &mut run) {
+            self.scheduled.store(true, SeqCst);
+        }
+        if parked.get() && self.cell.release() {
+            self.scheduled.store(true, SeqCst);
+        }
+    }
+}
+
+#[test]
+fn a_parked_actor_runs_nothing_until_its_relief() {
+    check_both!(5, park);
 }
 
 #[test]

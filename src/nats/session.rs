@@ -122,6 +122,11 @@ impl Session {
         &mut self.output
     }
 
+    /// How many bytes the caller has still to write.
+    pub(crate) fn output_len(&self) -> usize {
+        self.output.len()
+    }
+
     /// Something came from the server at `now_ms`.
     pub(crate) fn heard(&mut self, now_ms: u64) {
         self.heard_ms = now_ms;

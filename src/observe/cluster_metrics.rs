@@ -107,6 +107,12 @@ pub(crate) struct ClusterMetrics {
     pub(crate) links_up: AtomicU64,
     /// Connections made after one was lost.
     pub(crate) reconnects: AtomicU64,
+    /// Sends taken past `--nats-buffer`, whose senders then waited.
+    pub(crate) pressed: AtomicU64,
+    /// Bytes waiting for the links now, over every poller (a gauge).
+    pub(crate) waiting_bytes: AtomicU64,
+    /// Senders waiting for a link to drain now (a gauge).
+    pub(crate) paused_senders: AtomicU64,
     messages_out: [AtomicU64; 3],
     messages_in: [AtomicU64; 3],
     bytes_out: [AtomicU64; 3],
@@ -144,6 +150,11 @@ impl ClusterMetrics {
     pub(crate) fn received(&self, kind: Carried, bytes: usize) {
         bump(&self.messages_in[kind as usize], 1);
         bump(&self.bytes_in[kind as usize], bytes as u64);
+    }
+
+    /// A send was taken past the bound, and its sender waits for relief.
+    pub(crate) fn pressed(&self) {
+        bump(&self.pressed, 1);
     }
 
     pub(crate) fn refused(&self, why: Refusal) {

@@ -324,6 +324,27 @@ fn render_cluster(page: &mut Page, cluster: &ClusterMetrics) {
         "Connections to NATS made again after one was lost.",
     );
     page.plain(load(&cluster.reconnects));
+    page.family(
+        "uppercut_nats_backpressure_total",
+        "counter",
+        "Sends to other servers taken past --nats-buffer, each of whose senders then waited \
+         (a connection stopped reading, an actor paused, a thread blocked) until it drained.",
+    );
+    page.plain(load(&cluster.pressed));
+    page.family(
+        "uppercut_nats_waiting_bytes",
+        "gauge",
+        "Bytes waiting to go to NATS now, over every poller (past --nats-buffer per poller, \
+         senders wait).",
+    );
+    page.plain(load(&cluster.waiting_bytes));
+    page.family(
+        "uppercut_nats_paused_senders",
+        "gauge",
+        "Senders waiting now for a poller's NATS link to drain: connections not reading, \
+         actors paused, threads blocked.",
+    );
+    page.plain(load(&cluster.paused_senders));
     for (name, help, read) in [
         (
             "uppercut_nats_messages_total",

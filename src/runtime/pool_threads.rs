@@ -121,6 +121,8 @@ impl PoolThreads {
                 if mask_ok && unsafe { libc::sched_setaffinity(0, size, &mask) } != 0 {
                     error!("sched_setaffinity: {}", io::Error::last_os_error());
                 }
+                // A poller's worker: never blocks for relief.
+                crate::mail::mark_server_thread();
                 // SAFETY: gettid has no preconditions.
                 let id = unsafe { libc::gettid() };
                 ids.lock().unwrap_or_else(|e| e.into_inner()).push(id);

@@ -24,6 +24,7 @@ use crate::http::method::Method;
 use crate::http::response_fields::AddedFields;
 use crate::mail::{self, SendError, TOPIC_PREFIX};
 use crate::observe::access_log::AccessLog;
+use crate::observe::cluster_metrics::ClusterMetrics;
 use crate::observe::metrics::PollerMetrics;
 use crate::observe::metrics_server::MetricsServer;
 use crate::observe::metrics_text::Series;
@@ -70,6 +71,40 @@ pub struct Server {
     metrics: Option<MetricsServer>,
     /// With `--nats`: the cluster.
     cluster: Option<Arc<Cluster>>,
+}
+
+/// Sends to the server's actors (and, with `--nats`, to other servers')
+/// from any thread of the program: see [`Server::send`].
+#[derive(Clone)]
+pub struct ServerSender {
+    house: Arc<ActorHouse>,
+}
+
+impl ServerSender {
+    /// As [`Server::send`].
+    pub fn send(&self, address: &str, envelope: Envelope) -> Result<(), SendError> {
+        mail::clear();
+        self.house.send(address, envelope);
+        match mail::last_send_error() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// As [`Server::publish`].
+    pub fn publish<M: Any + Send + fmt::Debug>(
+        &self,
+        topic: &str,
+        message: M,
+    ) -> Result<(), SendError> {
+        self.send(&format!("{TOPIC_PREFIX}{topic}"), Envelope::of(message))
+    }
+}
+
+impl fmt::Debug for ServerSender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerSender").finish_non_exhaustive()
+    }
 }
 
 impl Server {
@@ -378,14 +413,16 @@ impl Server {
     /// what crosses servers is bytes (`Vec<u8>`, `Bytes`, `String`, a text
     /// or binary [`Outgoing`](crate::Outgoing)) or an
     /// [`ActorRequest`](crate::ActorRequest); anything else, or a send NATS
-    /// cannot take now, is refused here.
+    /// cannot take (not connected, past its `max_payload`), is refused
+    /// here. While more than `--nats-buffer` waits to go to NATS, the call
+    /// takes the message and then blocks until the backlog has drained to
+    /// half of it, as a blocking socket write would: a program that sends
+    /// faster than NATS takes is slowed, and loses nothing. (On one of the
+    /// server's own threads, in a handler say, it never blocks.)
+    ///
+    /// [`Server::sender`] sends the same way from any thread.
     pub fn send(&self, address: &str, envelope: Envelope) -> Result<(), SendError> {
-        mail::clear();
-        self.house.send(address, envelope);
-        match mail::last_send_error() {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        self.sender().send(address, envelope)
     }
 
     /// Publishes `message` (bytes, as [`Server::send`] takes them) to
@@ -396,7 +433,16 @@ impl Server {
         topic: &str,
         message: M,
     ) -> Result<(), SendError> {
-        self.send(&format!("{TOPIC_PREFIX}{topic}"), Envelope::of(message))
+        self.sender().publish(topic, message)
+    }
+
+    /// A handle that sends as [`Server::send`] does, for other threads:
+    /// cheap to clone, and `Send` and `Sync`. Sends after the server
+    /// stopped are dropped.
+    pub fn sender(&self) -> ServerSender {
+        ServerSender {
+            house: Arc::clone(&self.house),
+        }
     }
 
     /// With `--nats`: whether every poller is connected to NATS and
@@ -493,12 +539,13 @@ fn join_cluster(
     parkings: &[Arc<Parking>],
     routes: &Routes,
 ) -> io::Result<Arc<Cluster>> {
+    let metrics = Arc::new(ClusterMetrics::new(parkings.len()));
     let ports = parkings
         .iter()
         .map(|parking| {
             let parking = Arc::clone(parking);
             let wake = Box::new(move || parking.wake_if_parked());
-            Arc::new(LinkPort::new(config.buffer, wake))
+            Arc::new(LinkPort::new(config.buffer, Arc::clone(&metrics), wake))
         })
         .collect();
     let names = routes
@@ -506,7 +553,7 @@ fn join_cluster(
         .iter()
         .map(|spec| spec.address.clone())
         .collect();
-    Cluster::new(config.clone(), ports, names)
+    Cluster::new(config.clone(), ports, names, metrics)
         .map(Arc::new)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }

@@ -105,6 +105,12 @@ impl<K: Kit> Mailbag<K> {
         true
     }
 
+    /// Has the poller wake the connection for its mail even with none
+    /// waiting (a relief: it reads again).
+    pub(crate) fn nudge(&self) {
+        self.ask();
+    }
+
     /// Asks the poller to wake the connection, unless it was asked since
     /// the connection last looked.
     fn ask(&self) {

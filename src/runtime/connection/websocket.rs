@@ -8,16 +8,25 @@
 //! read becomes one batch of calls and one write. Each call is contained:
 //! an actor that panics gets its connection closed with 1011, and the
 //! poller's other connections never notice.
+//!
+//! An actor whose send to another server went past `--nats-buffer`
+//! (`mail::press`) has its connection stop reading, as TCP stops a sender
+//! whose receiver is behind: nothing more is read from the client until
+//! the NATS link has drained, and the relief mails the connection back to
+//! reading. Mail, pings and the close handshake go on meanwhile.
 
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind};
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use log::warn;
 use uppercut::api::AnySender;
 
 use super::{Connection, Flow, Scratch};
+use crate::mail;
 use crate::net::transport::Received;
 use crate::observe::metrics::PollerMetrics;
 use crate::request_stream::Upgraded;
@@ -110,12 +119,47 @@ pub(super) struct WsSession {
     ping_unanswered: bool,
     /// How the connection ended, once known; told to the actor at the end.
     ended: Option<Closed>,
+    /// While its actor's sends wait for a NATS link to drain: the reliefs
+    /// still to come. Nothing is read from the client meanwhile.
+    paused: Option<Arc<AtomicUsize>>,
 }
 
 impl WsSession {
     /// Frames received and pings sent, for the idle clock.
     pub(super) fn events(&self) -> u64 {
         self.events
+    }
+
+    /// Stops reading until `pressure` eases (and any pressure met before
+    /// it): the relief mails the connection, which then reads again.
+    fn pause(&mut self, pressure: &dyn mail::Pressure) {
+        let reliefs = self
+            .paused
+            .get_or_insert_with(|| Arc::new(AtomicUsize::new(0)));
+        reliefs.fetch_add(1, Ordering::AcqRel);
+        let reliefs = Arc::clone(reliefs);
+        let bag = Arc::clone(&self.peer.handle.bag);
+        pressure.on_relief(Box::new(move || {
+            if reliefs.fetch_sub(1, Ordering::AcqRel) == 1 {
+                bag.nudge();
+            }
+        }));
+    }
+
+    /// Whether reading waits for a relief.
+    fn is_paused(&self) -> bool {
+        self.paused
+            .as_ref()
+            .is_some_and(|reliefs| reliefs.load(Ordering::Acquire) > 0)
+    }
+
+    /// Ends a pause whose reliefs have all come; true when it did.
+    fn resume(&mut self) -> bool {
+        if self.paused.is_none() || self.is_paused() {
+            return false;
+        }
+        self.paused = None;
+        true
     }
 
     /// Bytes through permessage-deflate since the last call: sent before
@@ -167,6 +211,7 @@ impl Connection {
             events: 0,
             ping_unanswered: false,
             ended: None,
+            paused: None,
         }));
         self.ws_run(scratch, sender, |session, out, sender| {
             let written = session
@@ -192,13 +237,19 @@ impl Connection {
         if posted & MAIL != 0 {
             flow = self.ws_mail(scratch, sender);
         }
+        // A relief comes as mail: reading goes on where it stopped, with no
+        // edge to say so.
+        let resumed = self.websocket.as_deref_mut().is_some_and(WsSession::resume);
         // Mail may have closed the connection; a drain closes it.
         let closing = self
             .websocket
             .as_deref()
             .is_some_and(|session| session.closing == Closing::Done);
         if matches!(flow, Ok(Flow::Open))
-            && (posted & (READY | HANGUP) != 0 || closing || self.shared.phase() != Phase::Running)
+            && (posted & (READY | HANGUP) != 0
+                || resumed
+                || closing
+                || self.shared.phase() != Phase::Running)
         {
             flow = self.ws_drive(scratch, sender);
         }
@@ -237,7 +288,7 @@ impl Connection {
                 }
                 _ => {}
             }
-            if input_used_up {
+            if input_used_up || session.is_paused() {
                 self.set_writable_interest(false)?;
                 return Ok(Flow::Open);
             }
@@ -281,7 +332,12 @@ impl Connection {
         let context = shared.actor_context(sender);
         let address = session.peer.handle.address.clone();
         let out = &mut scratch.output;
+        // Only what this run's sends met counts.
+        drop(mail::take_pressure());
         let (received, sent) = context.run_as(&address, |sender| f(session, out, sender));
+        if let Some(pressure) = mail::take_pressure() {
+            session.pause(&*pressure);
+        }
         if let Some(metrics) = shared.metrics() {
             count_messages(metrics, received, sent);
             if session.peer.deflate.is_some() {
