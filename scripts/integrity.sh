@@ -2,10 +2,14 @@
 # scripts/integrity.sh: the long integrity run.
 #
 # Builds the integrity tests in release mode, then, for --minutes:
-#   - runs tests/integrity.rs (WebSocket mail) and tests/integrity_http.rs
-#     (actor answers, static files, /io) with a new INTEGRITY_SEED each
-#     round and INTEGRITY_ROUNDS times their short run's length, stopping at
-#     the first failure with the command that runs its seed again;
+#   - runs tests/integrity.rs (WebSocket mail), tests/integrity_http.rs
+#     (actor answers, static files, /io) and tests/integrity_cluster.rs
+#     (rooms and actor messages across two and three servers through a
+#     real nats-server, bursts past --nats-buffer, and NATS stopped,
+#     continued and restarted under a room: nothing corrupt, doubled or out
+#     of order) with a new INTEGRITY_SEED each round and INTEGRITY_ROUNDS
+#     times their short run's length, stopping at the first failure with
+#     the command that runs its seed again;
 #   - keeps one serving process up for the whole run (integrity_soak's
 #     `serve`: a plain server in local dispatch and a TLS one in system
 #     dispatch, with every route the runs ask) and sends each round through
@@ -123,6 +127,14 @@ trap 'exit 143' TERM
 # -------------------------------------------------------------- build --
 
 TESTS=(integrity integrity_http)
+# Across servers: needs nats-server (Debian's package, or the tests build
+# one with Go).
+if command -v nats-server >/dev/null 2>&1 || command -v go >/dev/null 2>&1 ||
+    [[ -x /usr/local/go/bin/go ]]; then
+    TESTS+=(integrity_cluster)
+else
+    say "== no nats-server and no Go to build one: tests/integrity_cluster.rs left out"
+fi
 say "== build: nice cargo test --release --no-run (${TESTS[*]} integrity_soak)"
 build_args=()
 for test in "${TESTS[@]}" integrity_soak; do build_args+=(--test "$test"); done

@@ -327,7 +327,7 @@ fn a_topic_reaches_every_subscriber_on_every_server_once_in_order(dispatch: Disp
     // Each server's subscription is made on NATS once its first member
     // subscribed; a message published meanwhile would not reach it, so
     // the test waits for both.
-    wait_for_topic(&nats, "upc.t.room", 2);
+    nats.wait_for_subscribers("upc.t.room", 2);
     let count = 50;
     for n in 0..count {
         let speaker = n % members.len();
@@ -390,20 +390,6 @@ fn a_topic_reaches_every_subscriber_on_every_server_once_in_order(dispatch: Disp
     }
 }
 
-/// Waits until `servers` connections subscribe to `subject`, as NATS's
-/// own monitoring counts them.
-fn wait_for_topic(nats: &Nats, subject: &str, servers: usize) {
-    let deadline = Instant::now() + IO_TIMEOUT;
-    while nats.subscribers(subject) < servers {
-        assert!(
-            Instant::now() < deadline,
-            "{subject} has no {servers} subscribers"
-        );
-        // A polling interval, not a wait standing in for the condition.
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 in_both_modes!(a_topic_reaches_every_subscriber_on_every_server_once_in_order);
 
 fn a_name_on_several_servers_takes_each_request_on_one_and_moves_when_one_stops(
@@ -429,7 +415,7 @@ fn a_name_on_several_servers_takes_each_request_on_one_and_moves_when_one_stops(
         Routes::new().actor(&[Method::Get], "/svc", "svc@*"),
     );
     // b and c each serve the service from every poller.
-    wait_for_topic(&nats, "upc.s.svc", 4);
+    nats.wait_for_subscribers("upc.s.svc", 4);
     let mut client = Client::connect(a.local_addr());
     let mut by_node = std::collections::HashMap::new();
     for _ in 0..40 {

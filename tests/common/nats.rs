@@ -178,6 +178,20 @@ impl Nats {
         })
     }
 
+    /// Waits until `count` connections subscribe to `subject`, as NATS's
+    /// own monitoring counts them.
+    pub fn wait_for_subscribers(&self, subject: &str, count: usize) {
+        let deadline = std::time::Instant::now() + IO_TIMEOUT;
+        while self.subscribers(subject) < count {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{subject} has no {count} subscribers after {IO_TIMEOUT:?}"
+            );
+            // A polling interval, not a wait standing in for the condition.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://{}", self.addr)
@@ -191,6 +205,14 @@ impl Nats {
     /// Stops it (SIGKILL) and starts it again on the same port.
     pub fn restart(&mut self) {
         self.restart_with(&self.config.clone());
+    }
+
+    /// Stops it (SIGKILL), runs `meanwhile`, and starts it again on the
+    /// same port.
+    pub fn restart_after(&mut self, meanwhile: impl FnOnce()) {
+        self.kill();
+        meanwhile();
+        *self = Nats::start_at(&self.config.clone(), self.addr.port());
     }
 
     /// Stops it (SIGKILL) and starts it again on the same port, with
