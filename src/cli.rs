@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::config::AccessLogTarget;
 use crate::config::{host_node_name, is_subject_token, ClusterConfig, NatsUrl};
-use crate::config::{Config, Dispatch, Listener, TlsFiles, UpstreamConfig};
+use crate::config::{Config, Dispatch, Listener, StateConfig, TlsFiles, UpstreamConfig};
 use crate::http::response_fields::AddedFields;
 
 /// What `--help` prints.
@@ -35,6 +35,7 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                                                 [--nats-creds FILE | --nats-nkey FILE]
                                                 [--nats-tls-cert PATH --nats-tls-key PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
+                           [--state DIR|jetstream [--state-timeout T] [--state-replicas N]]
                            [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
@@ -126,7 +127,23 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
   --nats-prefix NAME        the first token of the cluster's subjects (default upc),
                             so that clusters can share a NATS
   --nats-buffer SIZE        what may wait to be sent to NATS, per poller; past it,
-                            sends are refused and counted (default 8M)
+                            a sender of bytes waits (a connection stops reading, an
+                            actor pauses) and a request gets 503 (default 8M)
+  --state DIR|jetstream     keep durable actors' state (/count's counter): in one
+                            file in DIR (DIR/state.redb, created if missing), or in
+                            a JetStream key-value bucket on --nats (named after
+                            --nats-prefix, created if missing); an answer that
+                            depends on a change leaves once the change is durable
+  --state-timeout T         with --state jetstream: how long a write or a read may
+                            take before the requests waiting for it get 503
+                            (default 5s)
+  --state-replicas N        with --state jetstream: the bucket's replicas when it
+                            is created (default 1; 3 or 5 on a JetStream cluster)
+  --state-export FILE|-     with --state DIR: write every actor's state to FILE
+                            (or standard output), a line of JSON each, and exit
+  --state-import FILE|-     with --state DIR: write the states FILE holds (as
+                            --state-export wrote them) into the store, and exit;
+                            run both while no server uses the store
   --actor-route PATH=ADDRESS  answer PATH (every method) from the actor at ADDRESS:
                             one of this server's, or NAME@NODE on another server,
                             or NAME@* on whichever serves NAME; repeat for more
@@ -195,6 +212,12 @@ pub enum Command {
     Help,
     /// Print the version line.
     Version,
+    /// Write the store's every state to a file (`-`: standard output)
+    /// (`--state-export`), and exit.
+    ExportState(Box<Config>, PathBuf),
+    /// Write the states a file (`-`: standard input) holds into the store
+    /// (`--state-import`), and exit.
+    ImportState(Box<Config>, PathBuf),
 }
 
 /// The line `--version` prints.
@@ -259,6 +282,8 @@ where
     let mut nats_nkey = None;
     let mut nats_prefix = None;
     let mut nats_buffer = None;
+    let (mut state, mut state_timeout, mut state_replicas) = (None, None, None);
+    let (mut state_export, mut state_import) = (None, None);
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         let flag = match arg {
             lexopt::Arg::Long(name) => format!("--{name}"),
@@ -377,6 +402,11 @@ where
             "--nats-tls-key" => nats_tls_key = Some(path(&flag, os_value()?)?),
             "--nats-nkey" => nats_nkey = Some(path(&flag, os_value()?)?),
             "--nats-prefix" => nats_prefix = Some(value()?),
+            "--state" => state = Some(os_value()?),
+            "--state-export" => state_export = Some(PathBuf::from(os_value()?)),
+            "--state-import" => state_import = Some(PathBuf::from(os_value()?)),
+            "--state-timeout" => state_timeout = Some(duration(&flag, &value()?)?),
+            "--state-replicas" => state_replicas = Some(positive(&flag, &value()?)?),
             "--nats-buffer" => {
                 let size = parse_size(&flag, &value()?)?;
                 nats_buffer = Some(usize::try_from(size).unwrap_or(usize::MAX));
@@ -447,6 +477,33 @@ where
         }
         None => {}
     }
+    config.state = match state {
+        Some(state) if state == "jetstream" => {
+            if config.cluster.is_none() {
+                return Err("--state jetstream needs --nats".into());
+            }
+            let replicas = state_replicas.unwrap_or(1);
+            if ![1, 3, 5].contains(&replicas) {
+                return Err(format!("--state-replicas {replicas}: 1, 3 or 5"));
+            }
+            Some(StateConfig::JetStream {
+                timeout: state_timeout.unwrap_or(Duration::from_secs(5)),
+                replicas,
+            })
+        }
+        Some(dir) => {
+            if state_timeout.is_some() || state_replicas.is_some() {
+                return Err(
+                    "--state-timeout and --state-replicas are for --state jetstream".into(),
+                );
+            }
+            Some(StateConfig::Dir(PathBuf::from(dir)))
+        }
+        None if state_timeout.is_some() || state_replicas.is_some() => {
+            return Err("--state-timeout and --state-replicas need --state jetstream".into())
+        }
+        None => None,
+    };
     if config.log_name.is_some() && config.access_log.is_none() {
         return Err("--log-name needs --access-log".into());
     }
@@ -497,7 +554,15 @@ where
         }
         None => {}
     }
-    Ok(Command::Run(Box::new(config)))
+    match (state_export, state_import) {
+        (Some(_), Some(_)) => Err("--state-export and --state-import: give one of them".into()),
+        (Some(_), None) | (None, Some(_)) if config.state.is_none() => {
+            Err("--state-export and --state-import need --state".into())
+        }
+        (Some(file), None) => Ok(Command::ExportState(Box::new(config), file)),
+        (None, Some(file)) => Ok(Command::ImportState(Box::new(config), file)),
+        (None, None) => Ok(Command::Run(Box::new(config))),
+    }
 }
 
 /// A flag that takes no value was given one (`--pin=yes`).

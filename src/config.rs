@@ -228,6 +228,30 @@ pub struct Config {
     /// 9113 §3.4), as gRPC backends behind a balancer want. TLS listeners
     /// still offer `http/1.1` too.
     pub http2_only: bool,
+    /// Where durable actors ([`Routes::spawn_durable`](crate::Routes::spawn_durable))
+    /// keep their state (`--state DIR`, `--state jetstream`); without it,
+    /// their state is lost with the process.
+    pub state: Option<StateConfig>,
+}
+
+/// Where durable actors keep their state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateConfig {
+    /// One embedded file, `DIR/state.redb`, for this server alone
+    /// (`--state DIR`): created if missing, held by one process at a time.
+    Dir(PathBuf),
+    /// A JetStream key-value bucket on the cluster's NATS, named after its
+    /// prefix (`--state jetstream`; needs [`Config::cluster`], and a
+    /// nats-server with JetStream, `-js`): created if missing, shared by
+    /// every server of the cluster.
+    JetStream {
+        /// How long a write or a read may take before the actors waiting
+        /// for it answer 503 (`--state-timeout`).
+        timeout: Duration,
+        /// The bucket's replicas, when it is created (`--state-replicas`):
+        /// 1, or 3 or 5 on a JetStream cluster.
+        replicas: usize,
+    },
 }
 
 impl Config {
@@ -410,6 +434,7 @@ impl Default for Config {
             actor_routes: Vec::new(),
             http2: true,
             http2_only: false,
+            state: None,
         }
     }
 }

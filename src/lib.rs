@@ -83,6 +83,19 @@ pub mod config;
 pub mod sans_io;
 pub mod testing;
 
+/// Test builds only (the `fault-injection` feature): switches that hold
+/// the server at a chosen point, for tests of what happens meanwhile.
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub mod fault {
+    /// Holds (`true`) or lets go the commits of the state file in `dir`
+    /// (`--state DIR`): writes queue, and the answers that wait for them
+    /// wait too.
+    pub fn hold_state_commits(dir: &std::path::Path, hold: bool) {
+        crate::runtime::state_file::gate::hold(dir, hold);
+    }
+}
+
 mod actors;
 mod cluster;
 mod http;
@@ -97,6 +110,7 @@ mod observe;
 mod request_stream;
 mod routes;
 mod runtime;
+mod state;
 mod static_files;
 mod sync;
 mod tls;
@@ -135,7 +149,7 @@ pub fn init_logging() {
 
 pub use config::AccessLogTarget;
 pub use config::{host_node_name, ClusterConfig, NatsUrl};
-pub use config::{Config, Dispatch, Listener, Timeouts, TlsFiles, UpstreamConfig};
+pub use config::{Config, Dispatch, Listener, StateConfig, Timeouts, TlsFiles, UpstreamConfig};
 pub use http::error_body::ServerError;
 pub use http::method::Method;
 pub use http::response::{CannedResponse, ResponseError};
@@ -152,6 +166,7 @@ pub use routes::typed::Rejection;
 pub use routes::Routes;
 pub use runtime::listeners::raise_open_files_limit;
 pub use runtime::server::{Server, ServerSender};
+pub use runtime::state_tools::{export_state, import_state};
 pub use static_files::load::{StaticFilesError, StaticLimits};
 pub use static_files::site::{LoadSummary, StaticSite};
 pub use websocket::{Closed, Message, Outgoing, WebSocket, WsContext, WsDeflate, WsHandle};

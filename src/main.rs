@@ -12,6 +12,7 @@ use uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::cli::{
     more_listeners_line, parse_args, start_line, version_line, Command, USAGE,
 };
+use uppercut_mio_server::{export_state, import_state};
 use uppercut_mio_server::{raise_open_files_limit, ActorRequest, ActorResponse, StatusCode};
 use uppercut_mio_server::{Message, Method, Outgoing, Routes, Server, WebSocket, WsContext};
 
@@ -30,6 +31,8 @@ fn main() -> ExitCode {
             println!("{}", version_line());
             return ExitCode::SUCCESS;
         }
+        Ok(Command::ExportState(config, file)) => return export(&config, &file),
+        Ok(Command::ImportState(config, file)) => return import(&config, &file),
         Err(message) => {
             eprintln!("uppercut-mio-server: {message} (try --help)");
             return ExitCode::from(2);
@@ -68,6 +71,53 @@ fn main() -> ExitCode {
         true => ExitCode::SUCCESS,
         // Requests went unanswered: the shutdown timeout cut them short.
         false => ExitCode::from(EXIT_CUT_SHORT),
+    }
+}
+
+/// `--state-export FILE`: every state to FILE (`-`: standard output).
+fn export(config: &uppercut_mio_server::Config, file: &std::path::Path) -> ExitCode {
+    let written = match file.to_str() {
+        Some("-") => export_state(config, &mut std::io::stdout().lock()),
+        _ => std::fs::File::create(file).and_then(|out| {
+            let mut out = std::io::BufWriter::new(out);
+            export_state(config, &mut out)
+        }),
+    };
+    match written {
+        Ok(count) => {
+            eprintln!("uppercut-mio-server: exported {count} states");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "uppercut-mio-server: --state-export {}: {e}",
+                file.display()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--state-import FILE`: the states FILE (`-`: standard input) holds into
+/// the store.
+fn import(config: &uppercut_mio_server::Config, file: &std::path::Path) -> ExitCode {
+    let read = match file.to_str() {
+        Some("-") => import_state(config, &mut std::io::stdin().lock()),
+        _ => std::fs::File::open(file)
+            .and_then(|input| import_state(config, &mut std::io::BufReader::new(input))),
+    };
+    match read {
+        Ok(count) => {
+            eprintln!("uppercut-mio-server: imported {count} states");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "uppercut-mio-server: --state-import {}: {e}",
+                file.display()
+            );
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -120,7 +170,7 @@ fn routes() -> Routes {
         .websocket("/ws", |_| Echo)
         .websocket("/chat", |_| ChatMember)
         .actor(&[Method::Get, Method::Post], "/count", "counter")
-        .spawn("counter", Counter(0))
+        .spawn_durable("counter", Counter { count: 0 })
 }
 
 /// What `POST /hello/json` reads: whom to greet (borrowed from the body
@@ -158,14 +208,19 @@ impl WebSocket for ChatMember {
 }
 
 /// Counts `GET /count` and `POST /count`: with `--nats`, other servers
-/// reach it as `counter@NODE` (`--actor-route /count=counter@NODE`).
-struct Counter(u64);
+/// reach it as `counter@NODE` (`--actor-route /count=counter@NODE`). A
+/// durable actor: with `--state`, its count outlives the process, and a
+/// count is answered only once it is saved.
+#[derive(Serialize, Deserialize)]
+struct Counter {
+    count: u64,
+}
 
 impl AnyActor for Counter {
     fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
         if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
-            self.0 += 1;
-            request.respond(ActorResponse::text(format!("{}\n", self.0)));
+            self.count += 1;
+            request.respond(ActorResponse::text(format!("{}\n", self.count)));
         }
     }
 }

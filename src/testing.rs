@@ -122,7 +122,7 @@ impl TestClient {
         let port = Arc::new(PollerPort::new(Box::new(move || {
             let _ = wake.send(Event::Port);
         })));
-        let house = ActorHouse::start(&routes, vec![Arc::clone(&port)], None)?;
+        let house = ActorHouse::start(&routes, vec![Arc::clone(&port)], None, None)?;
         Ok(TestClient {
             paths: house.paths(0),
             routes: Arc::new(routes),

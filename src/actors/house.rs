@@ -17,6 +17,7 @@ use crate::actors::blocking_handler::HandlerRunner;
 use crate::actors::cell::ActorCell;
 use crate::actors::context::RunContext;
 use crate::actors::directory::{Dest, Directory};
+use crate::actors::durable::{Durable, Plain};
 use crate::actors::forwarder::Forwarder;
 use crate::actors::port::{PollerPort, Relayed};
 use crate::actors::remote::{split_node, Remote, RemoteAddr, ANY_NODE};
@@ -25,6 +26,7 @@ use crate::mail;
 use crate::routes::handler::Handler;
 use crate::routes::spawns::{Factory, SpawnKind};
 use crate::routes::table::{ActorRoute, CallTarget, Routes};
+use crate::state::{check_key, DurableEnv, StateHost, Wake};
 use crate::websocket::registry::WsRegistry;
 
 /// Where an actor route's requests go, for the connections of one poller.
@@ -90,11 +92,15 @@ impl ActorHouse {
         routes: &Routes,
         ports: Vec<Arc<PollerPort>>,
         node: Option<&str>,
+        state: Option<&StateHost>,
     ) -> io::Result<ActorHouse> {
         let pollers = ports.len().max(1);
         check_routes(routes, node)?;
         let mut by_address = HashMap::new();
         let mut cells = Vec::new();
+        // Durable actors' ways in, for the store's news, once the
+        // directory exists.
+        let mut wakes: Vec<(String, Wake)> = Vec::new();
         let mut to_start: Vec<(Arc<BlockingPool>, usize, usize, Factory)> = Vec::new();
         for (index, spec) in routes.spawns().iter().enumerate() {
             let address = spec.address.as_str();
@@ -120,6 +126,38 @@ impl ActorHouse {
                         next: Default::default(),
                     }
                 }
+                SpawnKind::Durable(initial) => {
+                    let initial = initial.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let Some(initial) = initial else {
+                        return Err(refused(format!(
+                            "actor {address:?} belongs to another server started with these routes"
+                        )));
+                    };
+                    let actor: Actor = match state {
+                        Some(host) => {
+                            check_key(address).map_err(refused)?;
+                            let wake = Wake::default();
+                            wakes.push((address.to_string(), Arc::clone(&wake)));
+                            let env = DurableEnv {
+                                key: address.to_string(),
+                                store: Arc::clone(&host.store),
+                                wake,
+                                metrics: Arc::clone(&host.metrics),
+                            };
+                            Box::new(Durable::start(initial, env).map_err(refused)?)
+                        }
+                        None => {
+                            log::info!(
+                                "actor {address:?} is durable, but no state store is configured \
+                                 (--state): its state is lost with the process"
+                            );
+                            Box::new(Plain(initial))
+                        }
+                    };
+                    let cell = Arc::new(ActorCell::new(address, index % pollers, actor));
+                    cells.push(Arc::clone(&cell));
+                    Dest::Shared(cell)
+                }
                 SpawnKind::Blocking { threads, factory } => {
                     let pool = BlockingPool::new(address);
                     to_start.push((Arc::clone(&pool), *threads, *threads, Arc::clone(factory)));
@@ -141,6 +179,15 @@ impl ActorHouse {
             pool
         });
         let directory = Arc::new(Directory::new(by_address, ports));
+        for (address, wake) in wakes {
+            // Weak: the directory holds the actor that holds this.
+            let directory = Arc::downgrade(&directory);
+            let _ = wake.set(Arc::new(move |envelope| {
+                if let Some(directory) = directory.upgrade() {
+                    let _ = directory.deliver_foreign(&address, envelope);
+                }
+            }));
+        }
         let mut house = ActorHouse {
             directory: Arc::clone(&directory),
             timer: None,

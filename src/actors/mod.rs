@@ -30,6 +30,7 @@ pub(crate) mod cell;
 pub(crate) mod contain;
 pub(crate) mod context;
 pub(crate) mod directory;
+pub(crate) mod durable;
 pub(crate) mod forwarder;
 pub(crate) mod house;
 pub(crate) mod port;

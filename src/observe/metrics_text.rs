@@ -13,6 +13,7 @@ use crate::observe::metrics::{
     PollerMetrics, TimeoutKind, UpstreamResult, GOAWAY_REASONS, STATUSES, WEBSOCKET_CLOSE_CODES,
 };
 use crate::observe::process_stats::ProcessStats;
+use crate::state::metrics::{StateMetrics, COMMIT_BOUNDS_US, OUTCOMES};
 
 /// The `Content-Type` of the page.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -34,6 +35,8 @@ pub(crate) struct Series {
     pub(crate) routes: Vec<String>,
     /// The cluster's (`--nats`).
     pub(crate) cluster: Option<Arc<ClusterMetrics>>,
+    /// The state store's (`--state`).
+    pub(crate) state: Option<Arc<StateMetrics>>,
 }
 
 /// Renders the page for `pollers` (in poller order) and `process`, with the
@@ -289,6 +292,9 @@ pub(crate) fn render(
     if let Some(cluster) = &series.cluster {
         render_cluster(&mut page, cluster);
     }
+    if let Some(state) = &series.state {
+        render_state(&mut page, state);
+    }
 
     if series.envelopes {
         page.family(
@@ -393,6 +399,46 @@ fn render_cluster(page: &mut Page, cluster: &ClusterMetrics) {
     page.histogram("", &buckets, sum_us);
 }
 
+/// The state store's series (`--state`).
+fn render_state(page: &mut Page, state: &StateMetrics) {
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    page.family(
+        "uppercut_state_writes_total",
+        "counter",
+        "Durable actors' writes of their state, by outcome.",
+    );
+    for outcome in OUTCOMES.iter().filter(|&&o| o != "missing") {
+        page.sample(&format!("result=\"{outcome}\""), state.writes(outcome));
+    }
+    page.family(
+        "uppercut_state_loads_total",
+        "counter",
+        "Durable actors' reads of their state, by outcome (missing: never written, the initial state).",
+    );
+    for outcome in OUTCOMES {
+        page.sample(&format!("result=\"{outcome}\""), state.loads(outcome));
+    }
+    page.family(
+        "uppercut_state_commit_seconds",
+        "histogram",
+        "Time the store took to commit, each commit one or more actors' writes.",
+    );
+    let (buckets, sum_us) = state.commit_latency();
+    page.histogram_of("", &COMMIT_BOUNDS_US, &buckets, sum_us);
+    page.family(
+        "uppercut_state_held_answers",
+        "gauge",
+        "Answers waiting now for the change they depend on to be durable.",
+    );
+    page.plain(load(&state.held));
+    page.family(
+        "uppercut_state_refused_total",
+        "counter",
+        "Answers refused (503) because a state could not be saved or read.",
+    );
+    page.plain(load(&state.refused));
+}
+
 /// A label's value as the text format writes it: `\`, `"` and a newline
 /// escaped.
 fn label_value(value: &str) -> String {
@@ -432,16 +478,22 @@ impl Page {
         buckets: &[u64; LATENCY_BOUNDS_US.len() + 1],
         sum_us: u64,
     ) {
+        self.histogram_of(labels, &LATENCY_BOUNDS_US, buckets, sum_us);
+    }
+
+    /// A histogram with `bounds` (µs) and `buckets`, one more than the
+    /// bounds: cumulative, the last `+Inf`.
+    fn histogram_of(&mut self, labels: &str, bounds: &[u64], buckets: &[u64], sum_us: u64) {
         let name = self.name;
         let sep = if labels.is_empty() { "" } else { "," };
-        for (bound, count) in LATENCY_BOUNDS_US.iter().zip(buckets) {
+        for (bound, count) in bounds.iter().zip(buckets) {
             let le = *bound as f64 / 1e6;
             let _ = writeln!(
                 self.text,
                 "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {count}"
             );
         }
-        let total = buckets[LATENCY_BOUNDS_US.len()];
+        let total = buckets[bounds.len()];
         let _ = writeln!(
             self.text,
             "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {total}"

@@ -71,6 +71,14 @@ impl ActorRequest {
         }
     }
 
+    /// A request whose answer goes nowhere (its asker's was taken).
+    pub(crate) fn unanswerable(parts: RequestParts) -> ActorRequest {
+        ActorRequest {
+            parts,
+            reply_to: None,
+        }
+    }
+
     /// What it carries, and where its answer goes (taken: dropping the
     /// request then answers nothing).
     pub(crate) fn into_parts(mut self) -> (RequestParts, Option<ReplyTo>) {

@@ -1,13 +1,17 @@
 //! The actors a route table asks the server to own, and how each is to run:
 //! one instance that runs where its message is (`Routes::spawn`), one
 //! instance per poller (`Routes::spawn_per_poller`), or instances on threads
-//! of their own that may block (`Routes::spawn_blocking`). The table only
-//! declares them; the server builds them at start (`actors::house`).
+//! of their own that may block (`Routes::spawn_blocking`), or one instance
+//! whose state the server keeps in its state store (`Routes::spawn_durable`).
+//! The table only declares them; the server builds them at start
+//! (`actors::house`).
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use uppercut::api::{Actor, AnyActor};
+
+use crate::state::StateActor;
 
 /// Makes the instance for one poller or one thread, given its index.
 pub(crate) type Factory = Arc<dyn Fn(usize) -> Actor + Send + Sync>;
@@ -23,6 +27,9 @@ pub(crate) enum SpawnKind {
     PerPoller(Factory),
     /// `threads` threads of its own, an instance each, that block while idle.
     Blocking { threads: usize, factory: Factory },
+    /// One instance, as `Shared`, whose state is loaded from the server's
+    /// state store and written back after each message that changed it.
+    Durable(Arc<Mutex<Option<Box<dyn StateActor>>>>),
 }
 
 /// An actor the server owns, at its address.
@@ -38,6 +45,7 @@ impl fmt::Debug for ActorSpec {
             SpawnKind::Shared(_) => "shared",
             SpawnKind::PerPoller(_) => "per poller",
             SpawnKind::Blocking { .. } => "blocking",
+            SpawnKind::Durable(_) => "durable",
         };
         f.debug_struct("ActorSpec")
             .field("address", &self.address)
@@ -53,6 +61,15 @@ impl ActorSpec {
         ActorSpec {
             address: address.to_string(),
             kind: SpawnKind::Shared(Arc::new(Mutex::new(Some(actor)))),
+        }
+    }
+
+    /// One durable instance at `address`, whose state starts as `initial`
+    /// where the store has none.
+    pub(crate) fn durable(address: &str, initial: Box<dyn StateActor>) -> ActorSpec {
+        ActorSpec {
+            address: address.to_string(),
+            kind: SpawnKind::Durable(Arc::new(Mutex::new(Some(initial)))),
         }
     }
 

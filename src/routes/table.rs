@@ -553,6 +553,38 @@ impl Routes {
         self
     }
 
+    /// Gives the server a *durable* actor to own at `address`: as
+    /// [`Routes::spawn`], and its state (the actor itself, a serde type of
+    /// yours) outlives the process. With a state store configured
+    /// ([`Config::state`](crate::Config::state), `--state DIR` or
+    /// `--state jetstream`), the state is read from the store when the
+    /// server starts (the embedded file) or at the first message
+    /// (JetStream), `initial` standing for a state never written; after
+    /// each message that changed it (its JSON differs), it is written back,
+    /// and **every answer the actor gave leaves only once the change it
+    /// depends on is durable**. A busy actor does not pay a write per
+    /// message: changes made while a write is in flight go together in the
+    /// next, and the store commits the writes of every actor together.
+    ///
+    /// While the store cannot write (a full disk, JetStream down), the
+    /// answers that waited for a change are 503 and the state goes back to
+    /// what is durable; a state someone else wrote meanwhile (another
+    /// server, with JetStream) is read again, never written over. Without
+    /// a store the actor runs as a plain [`Routes::spawn`], and its state
+    /// is lost with the process. `docs/library.md` has an example, and
+    /// `docs/operations.md` the guarantees.
+    ///
+    /// The address is also the state's key in the store: letters, digits,
+    /// `-`, `_`, `=`, `/` and `.` between words.
+    pub fn spawn_durable<S>(mut self, address: &str, initial: S) -> Routes
+    where
+        S: AnyActor + serde::Serialize + serde::de::DeserializeOwned + 'static,
+    {
+        self.spawns
+            .push(ActorSpec::durable(address, Box::new(initial)));
+        self
+    }
+
     /// Gives each poller its own instance of an actor at `address`, made by
     /// `factory` with the poller's index (0 to pollers - 1): per-core state
     /// such as a cache, or a counter that a reader sums over the instances.

@@ -13,6 +13,8 @@ pub(crate) mod pool_threads;
 pub(crate) mod server;
 pub(crate) mod shared;
 pub(crate) mod signals;
+pub(crate) mod state_file;
+pub(crate) mod state_tools;
 pub(crate) mod system;
 pub(crate) mod system_dispatch;
 pub(crate) mod timeouts;

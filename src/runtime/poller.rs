@@ -518,7 +518,7 @@ mod tests {
         let port = Arc::new(PollerPort::new(Box::new(|| {})));
         let routes = Arc::new(Routes::new());
         let server = Arc::new(ServerState::new(16));
-        let house = ActorHouse::start(&routes, vec![Arc::clone(&port)], None).unwrap();
+        let house = ActorHouse::start(&routes, vec![Arc::clone(&port)], None, None).unwrap();
         let shared = Arc::new(Shared::new(PollerParts {
             index: 0,
             routes,

@@ -19,7 +19,7 @@ use crate::actors::remote::Remote;
 use crate::cluster::link::Link;
 use crate::cluster::port::LinkPort;
 use crate::cluster::Cluster;
-use crate::config::{host_node_name, ClusterConfig, Config, Listener};
+use crate::config::{host_node_name, ClusterConfig, Config, Listener, StateConfig};
 use crate::http::method::Method;
 use crate::http::response_fields::AddedFields;
 use crate::mail::{self, SendError, TOPIC_PREFIX};
@@ -39,8 +39,11 @@ use crate::runtime::listeners::{exclusive_listener, reuseport_listener};
 use crate::runtime::poller::{Poller, MAX_LISTENERS, WAKER};
 use crate::runtime::shared::{PollerParts, Shared};
 use crate::runtime::signals::{self, Blocked, Signal};
+use crate::runtime::state_file::StateFile;
 use crate::runtime::system::{run_system, RouteActors};
 use crate::runtime::wakeup::Parking;
+use crate::state::metrics::StateMetrics;
+use crate::state::{StateHost, StateStore};
 use crate::static_files::site::StaticSite;
 use crate::tls::TlsAcceptor;
 use crate::upstream::pool::UpstreamPool;
@@ -71,6 +74,8 @@ pub struct Server {
     metrics: Option<MetricsServer>,
     /// With `--nats`: the cluster.
     cluster: Option<Arc<Cluster>>,
+    /// With `--state DIR`: the embedded state file.
+    state_file: Option<Arc<StateFile>>,
 }
 
 /// Sends to the server's actors (and, with `--nats`, to other servers')
@@ -213,7 +218,13 @@ impl Server {
             .map(|cluster| join_cluster(cluster, &parkings, &routes))
             .transpose()?;
         let node = config.cluster.as_ref().map(|cluster| cluster.node.as_str());
-        let house = Arc::new(ActorHouse::start(&routes, ports.clone(), node)?);
+        let state_host = open_state(config)?;
+        let house = Arc::new(ActorHouse::start(
+            &routes,
+            ports.clone(),
+            node,
+            state_host.as_ref().map(|(host, _)| host),
+        )?);
         if let Some(cluster) = &cluster {
             house.join(Arc::clone(cluster) as Arc<dyn Remote>);
         }
@@ -230,6 +241,9 @@ impl Server {
                     cluster: cluster
                         .as_ref()
                         .map(|cluster| Arc::clone(cluster.metrics())),
+                    state: state_host
+                        .as_ref()
+                        .map(|(host, _)| Arc::clone(&host.metrics)),
                 };
                 MetricsServer::start(addr, counters.clone(), series)
             })
@@ -294,6 +308,7 @@ impl Server {
                 ended,
                 metrics,
                 cluster,
+                state_file: state_host.and_then(|(_, file)| file),
             }),
             Ok(Err(message)) => Err(io::Error::other(message)),
             Err(_) => Err(io::Error::other(
@@ -498,6 +513,10 @@ impl Server {
             // No poller runs now: the owned actors' threads stop too.
             self.house.stop();
         }
+        // Last: what the actors wrote is committed before the file closes.
+        if let Some(file) = &self.state_file {
+            file.stop();
+        }
         if let Some(log) = &self.access_log {
             log.close();
         }
@@ -556,6 +575,27 @@ fn join_cluster(
     Cluster::new(config.clone(), ports, names, metrics)
         .map(Arc::new)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+/// The state store `config` names, opened, and the embedded file (which
+/// the server stops last) if that is the store.
+fn open_state(config: &Config) -> io::Result<Option<(StateHost, Option<Arc<StateFile>>)>> {
+    let metrics = Arc::new(StateMetrics::default());
+    match &config.state {
+        None => Ok(None),
+        Some(StateConfig::Dir(dir)) => {
+            let file = Arc::new(StateFile::open(dir, Arc::clone(&metrics))?);
+            let host = StateHost {
+                store: Arc::clone(&file) as Arc<dyn StateStore>,
+                metrics,
+            };
+            Ok(Some((host, Some(file))))
+        }
+        Some(StateConfig::JetStream { .. }) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--state jetstream is not built yet",
+        )),
+    }
 }
 
 /// `routes` inside the middleware the configuration asks for, ahead of

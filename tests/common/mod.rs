@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses its own part of the harness
 
 pub mod alloc;
+pub mod crash;
 pub mod h2client;
 pub mod integrity;
 pub mod integrity_http;
