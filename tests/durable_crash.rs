@@ -78,3 +78,54 @@ fn kill_9_keeps_every_acknowledged_increment_in_the_embedded_store() {
     eprintln!("crash: seed {seed}, {} kills: {verdict:?}", kills());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn kill_9_keeps_every_acknowledged_increment_in_jetstream() {
+    let seed = seed();
+    let nats = common::nats::Nats::start_jetstream("");
+    let url = nats.url();
+    let start = || {
+        let command = server_command(&[
+            "--pollers",
+            "2",
+            "--nats",
+            &url,
+            "--node",
+            "a",
+            "--state",
+            "jetstream",
+        ]);
+        Running::start(command)
+    };
+    let history = History::new();
+    let mut server = start();
+    history.serve_at(vec![server.addr]);
+    let clients: Vec<_> = (0..8)
+        .map(|id| {
+            let history = history.clone();
+            std::thread::spawn(move || history.client(seed ^ id, "/count"))
+        })
+        .collect();
+    let mut rng = Rng::new(seed);
+    for _ in 0..kills() {
+        // When to kill: a random moment of the load, the fault itself.
+        std::thread::sleep(Duration::from_millis(100 + rng.below(300)));
+        server.signal(libc::SIGKILL);
+        let _ = server.child.wait();
+        history.serve_at(Vec::new());
+        server = start();
+        history.serve_at(vec![server.addr]);
+    }
+    std::thread::sleep(Duration::from_millis(100 + rng.below(300)));
+    history.stop();
+    for client in clients {
+        client.join().unwrap();
+    }
+    let count = final_count(server.addr);
+    let verdict = history.check(count, &format!("seed {seed}"));
+    assert!(verdict.acked > 0, "seed {seed}: nothing was answered");
+    eprintln!(
+        "crash (jetstream): seed {seed}, {} kills: {verdict:?}",
+        kills()
+    );
+}

@@ -35,7 +35,7 @@ use uppercut::api::Envelope;
 
 use crate::actors::context::RunContext;
 use crate::cluster::codec::{self, Inbound};
-use crate::cluster::port::{Admit, LinkPort, Outbound};
+use crate::cluster::port::{Admit, JsDone, JsFailure, LinkPort, Outbound};
 use crate::cluster::subjects::{Addressed, PARTITIONS};
 use crate::cluster::{failure, refusal_response, Cluster};
 use crate::log_limit::WarnLimiter;
@@ -86,6 +86,12 @@ struct Awaited {
     to: String,
 }
 
+/// A JetStream request sent, awaiting its answer.
+struct JsAwaited {
+    done: JsDone,
+    deadline_ms: u64,
+}
+
 enum Conn {
     Down {
         retry_ms: u64,
@@ -122,6 +128,8 @@ pub(crate) struct Link {
     /// The start of this poller's answer subjects (`…r.NODE.NONCE.N.`).
     answer_prefix: Bytes,
     awaited: HashMap<u64, Awaited>,
+    /// JetStream requests sent (their ids are the calls' too).
+    js_awaited: HashMap<u64, JsAwaited>,
     next_id: u64,
     /// Topics this link holds the subscription of, with their sids.
     topics: HashMap<String, u64>,
@@ -156,6 +164,7 @@ impl Link {
             ready: false,
             answer_prefix: Bytes::from(answer_prefix),
             awaited: HashMap::new(),
+            js_awaited: HashMap::new(),
             next_id: 0,
             topics: HashMap::new(),
             next_topic_sid: FIRST_TOPIC_SID,
@@ -171,10 +180,16 @@ impl Link {
     /// When the link next needs its poller without an event: a retry, a
     /// connect's timeout.
     pub(crate) fn next_deadline_ms(&self) -> Option<u64> {
-        match &self.conn {
+        let conn = match &self.conn {
             Conn::Down { retry_ms } => Some(*retry_ms),
             Conn::Connecting { since_ms, .. } => Some(since_ms + CONNECT_TIMEOUT_MS),
             Conn::Up(_) => None,
+        };
+        // A JetStream request's timeout may come before the next sweep.
+        let js = self.js_awaited.values().map(|js| js.deadline_ms).min();
+        match (conn, js) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -184,8 +199,10 @@ impl Link {
         self.port.is_pending() && self.has_room()
     }
 
-    /// Timers: a retry or a connect's timeout due, keepalive pings.
+    /// Timers: a retry or a connect's timeout due, keepalive pings,
+    /// JetStream requests past their timeout.
     pub(crate) fn tick(&mut self, registry: &Registry, now_ms: u64) {
+        self.expire_js(now_ms);
         let interval = self.cluster.config().ping_interval.as_millis() as u64;
         let stale = match &mut self.conn {
             Conn::Down { retry_ms } => {
@@ -211,8 +228,29 @@ impl Link {
     /// Once a second: forgets requests whose answer can no longer matter
     /// (each asker has its own timeout).
     pub(crate) fn sweep(&mut self, now_ms: u64) {
+        // A call's asker has its own timeout.
         self.awaited
             .retain(|_, awaited| awaited.deadline_ms > now_ms);
+        self.expire_js(now_ms);
+    }
+
+    /// Tells each JetStream request past its timeout that its answer is
+    /// lost.
+    fn expire_js(&mut self, now_ms: u64) {
+        if self.js_awaited.is_empty() {
+            return;
+        }
+        let expired: Vec<u64> = self
+            .js_awaited
+            .iter()
+            .filter(|(_, js)| js.deadline_ms <= now_ms)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in expired {
+            if let Some(js) = self.js_awaited.remove(&id) {
+                (js.done)(Err(JsFailure::Lost));
+            }
+        }
     }
 
     /// Starts a connection to the next server.
@@ -289,6 +327,9 @@ impl Link {
             awaited
                 .reply_to
                 .send(Outcome::Answered(refusal_response(&lost)));
+        }
+        for (_, js) in self.js_awaited.drain() {
+            (js.done)(Err(JsFailure::Lost));
         }
         let url = self.cluster.config().servers[server].clone();
         self.fail(now_ms, &url, &reason);
@@ -626,13 +667,20 @@ impl Link {
     /// The answer to request `id` came.
     fn answered(&mut self, id: u64, msg: Msg) {
         let metrics = Arc::clone(self.cluster.metrics());
-        let Some(awaited) = self.awaited.remove(&id) else {
-            return metrics.dropped(Dropped::Late);
-        };
-        metrics.call(awaited.started.elapsed());
         let status = HeaderBlock::parse(&msg.headers)
             .ok()
             .and_then(|block| block.status);
+        if let Some(js) = self.js_awaited.remove(&id) {
+            return (js.done)(match status {
+                Some(503) => Err(JsFailure::NoResponders),
+                _ => Ok(msg),
+            });
+        }
+        let Some(awaited) = self.awaited.remove(&id) else {
+            return metrics.dropped(Dropped::Late);
+        };
+        let reply_to = awaited.reply_to;
+        metrics.call(awaited.started.elapsed());
         let outcome = match (status, codec::read(&msg.headers, msg.payload)) {
             // NATS itself says nobody subscribes to the subject.
             (Some(503), _) => {
@@ -647,7 +695,7 @@ impl Link {
                 Outcome::Answered(failure(502, why))
             }
         };
-        awaited.reply_to.send(outcome);
+        reply_to.send(outcome);
     }
 
     /// Writes what other threads left, in order, as far as the session's
@@ -781,6 +829,36 @@ impl Link {
                     Ok(size) => metrics.sent(Carried::Publish, size),
                     Err(_) => metrics.refused(Refusal::TooLarge),
                 }
+            }
+            Outbound::Js(request) => {
+                self.next_id += 1;
+                let id = self.next_id;
+                let mut reply = BytesMut::from(&self.answer_prefix[..]);
+                proto::put_number(&mut reply, id);
+                let out = up.session.output();
+                match request.headers.is_empty() {
+                    true => proto::write_pub(
+                        out,
+                        request.subject.as_bytes(),
+                        Some(&reply),
+                        &request.payload,
+                    ),
+                    false => proto::write_hpub(
+                        out,
+                        request.subject.as_bytes(),
+                        Some(&reply),
+                        &request.headers,
+                        &request.payload,
+                    ),
+                }
+                let deadline_ms = now_ms + request.timeout.as_millis() as u64;
+                self.js_awaited.insert(
+                    id,
+                    JsAwaited {
+                        done: request.done,
+                        deadline_ms,
+                    },
+                );
             }
             Outbound::Topic { .. } => {}
         }
@@ -925,14 +1003,15 @@ fn write_out(up: &mut Up) -> io::Result<()> {
     Ok(())
 }
 
-/// Refuses `item`: a request is answered (503 or 413), the rest counted.
+/// Refuses `item`: a request is answered (503 or 413), a JetStream
+/// request's waiter told, the rest counted.
 fn refuse(item: Outbound, error: SendError, metrics: &ClusterMetrics) {
     metrics.refused(match error {
         SendError::TooLarge { .. } => Refusal::TooLarge,
         SendError::BufferFull => Refusal::BufferFull,
         _ => Refusal::Unreachable,
     });
-    if let Outbound::Request { request, .. } = item {
+    if let Some(Outbound::Request { request, .. }) = item.refused(error.clone()) {
         request.respond(refusal_response(&error));
     }
 }

@@ -19,6 +19,7 @@
 //! from `async-nats` is in `docs/design.md`.
 
 pub(crate) mod codec;
+pub(crate) mod kv;
 pub(crate) mod link;
 pub(crate) mod port;
 pub(crate) mod reread;

@@ -54,6 +54,43 @@ pub(crate) enum Outbound {
     /// This server gained its first subscriber of a topic, or lost its
     /// last.
     Topic { topic: String, subscribed: bool },
+    /// A request to JetStream (a key-value read or write), whose answer,
+    /// or why there is none, goes to `done`.
+    Js(JsRequest),
+}
+
+/// A JetStream request and where its answer goes.
+pub(crate) struct JsRequest {
+    pub(crate) subject: String,
+    /// A header block, or empty.
+    pub(crate) headers: Bytes,
+    pub(crate) payload: Bytes,
+    /// How long its answer is awaited.
+    pub(crate) timeout: Duration,
+    pub(crate) done: JsDone,
+}
+
+/// Where a JetStream answer goes: the message, or why none came.
+pub(crate) type JsDone = Box<dyn FnOnce(Result<crate::nats::proto::Msg, JsFailure>) + Send>;
+
+/// Why a JetStream request has no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JsFailure {
+    /// It could not be sent (NATS down, too large, too much waiting).
+    Refused(SendError),
+    /// Nobody answers its subject: JetStream is not enabled.
+    NoResponders,
+    /// No answer within its timeout, or the connection it left on was lost
+    /// (it may have been done).
+    Lost,
+}
+
+impl fmt::Debug for JsRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JsRequest")
+            .field("subject", &self.subject)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Outbound {
@@ -69,7 +106,22 @@ impl Outbound {
                 },
                 Outbound::Bytes { payload, .. } => payload.bytes().len(),
                 Outbound::Topic { .. } => 0,
+                Outbound::Js(request) => request.headers.len() + request.payload.len(),
             }
+    }
+}
+
+impl Outbound {
+    /// Tells whoever waits for `self` that it was refused for `error`
+    /// (a request's asker gets its 503 or 413 elsewhere).
+    pub(crate) fn refused(self, error: SendError) -> Option<Outbound> {
+        match self {
+            Outbound::Js(request) => {
+                (request.done)(Err(JsFailure::Refused(error)));
+                None
+            }
+            other => Some(other),
+        }
     }
 }
 

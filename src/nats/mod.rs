@@ -14,6 +14,7 @@
 pub(crate) mod headers;
 pub(crate) mod identity;
 pub(crate) mod info;
+pub(crate) mod jetstream;
 pub(crate) mod proto;
 pub(crate) mod session;
 pub(crate) mod url;

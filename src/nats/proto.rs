@@ -263,6 +263,22 @@ pub(crate) fn write_connect(out: &mut BytesMut, json: &str) {
     out.put_slice(b"\r\n");
 }
 
+/// Writes `PUB subject [reply] size` and the payload.
+pub(crate) fn write_pub(out: &mut BytesMut, subject: &[u8], reply: Option<&[u8]>, payload: &[u8]) {
+    out.reserve(subject.len() + reply.map_or(0, <[u8]>::len) + payload.len() + 32);
+    out.put_slice(b"PUB ");
+    out.put_slice(subject);
+    if let Some(reply) = reply {
+        out.put_u8(b' ');
+        out.put_slice(reply);
+    }
+    out.put_u8(b' ');
+    put_number(out, payload.len() as u64);
+    out.put_slice(b"\r\n");
+    out.put_slice(payload);
+    out.put_slice(b"\r\n");
+}
+
 /// Writes `HPUB subject [reply] header_size total_size`, the header
 /// block (`NATS/1.0…\r\n\r\n`, see `headers`) and the payload.
 pub(crate) fn write_hpub(

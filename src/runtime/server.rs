@@ -16,6 +16,7 @@ use uppercut::api::Envelope;
 use crate::actors::house::ActorHouse;
 use crate::actors::port::PollerPort;
 use crate::actors::remote::Remote;
+use crate::cluster::kv::JetStreamKv;
 use crate::cluster::link::Link;
 use crate::cluster::port::LinkPort;
 use crate::cluster::Cluster;
@@ -218,7 +219,7 @@ impl Server {
             .map(|cluster| join_cluster(cluster, &parkings, &routes))
             .transpose()?;
         let node = config.cluster.as_ref().map(|cluster| cluster.node.as_str());
-        let state_host = open_state(config)?;
+        let state_host = open_state(config, cluster.as_ref())?;
         let house = Arc::new(ActorHouse::start(
             &routes,
             ports.clone(),
@@ -579,7 +580,10 @@ fn join_cluster(
 
 /// The state store `config` names, opened, and the embedded file (which
 /// the server stops last) if that is the store.
-fn open_state(config: &Config) -> io::Result<Option<(StateHost, Option<Arc<StateFile>>)>> {
+fn open_state(
+    config: &Config,
+    cluster: Option<&Arc<Cluster>>,
+) -> io::Result<Option<(StateHost, Option<Arc<StateFile>>)>> {
     let metrics = Arc::new(StateMetrics::default());
     match &config.state {
         None => Ok(None),
@@ -591,10 +595,25 @@ fn open_state(config: &Config) -> io::Result<Option<(StateHost, Option<Arc<State
             };
             Ok(Some((host, Some(file))))
         }
-        Some(StateConfig::JetStream { .. }) => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "--state jetstream is not built yet",
-        )),
+        Some(StateConfig::JetStream { timeout, replicas }) => {
+            let Some(cluster) = cluster else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "--state jetstream needs --nats (Config::cluster)",
+                ));
+            };
+            let kv = JetStreamKv::new(
+                Arc::clone(cluster),
+                *timeout,
+                *replicas,
+                Arc::clone(&metrics),
+            );
+            let host = StateHost {
+                store: kv as Arc<dyn StateStore>,
+                metrics,
+            };
+            Ok(Some((host, None)))
+        }
     }
 }
 

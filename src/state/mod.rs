@@ -47,7 +47,6 @@ pub(crate) enum StoreError {
     Full(String),
     /// The store did not answer in time: the write may or may not have
     /// happened.
-    #[allow(dead_code)] // until the JetStream store lands
     Timeout,
     /// The store cannot be reached now (NATS down, JetStream not enabled).
     Unavailable(String),

@@ -80,6 +80,24 @@ fn binary() -> PathBuf {
     built
 }
 
+/// Whether the nats-server in use takes `sync_interval` (2.10 and later).
+fn syncs_always() -> bool {
+    static SYNCS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SYNCS.get_or_init(|| {
+        let version = Command::new(binary()).arg("--version").output();
+        let version = version.map(|out| String::from_utf8_lossy(&out.stdout).to_string());
+        // "nats-server: v2.12.3"
+        let minor = version.ok().and_then(|line| {
+            let v = line.trim().rsplit('v').next()?.to_string();
+            let mut parts = v.split('.');
+            let major: u32 = parts.next()?.parse().ok()?;
+            let minor: u32 = parts.next()?.parse().ok()?;
+            Some((major, minor))
+        });
+        minor.is_some_and(|version| version >= (2, 10))
+    })
+}
+
 impl Nats {
     /// A nats-server on a free port, with `config` (nats-server's own
     /// configuration format) added to its defaults.
@@ -90,6 +108,29 @@ impl Nats {
     /// A nats-server with nothing but the defaults.
     pub fn start() -> Nats {
         Nats::start_with("")
+    }
+
+    /// A nats-server with JetStream, its store in a directory of its own
+    /// that a restart keeps, and every write on disk before it is
+    /// acknowledged (`sync_interval: always`) where the server has the
+    /// option (2.10 and later; Debian's 2.9 syncs every two minutes, which
+    /// a killed process does not lose, but a machine that loses power
+    /// would). `config` is added.
+    pub fn start_jetstream(config: &str) -> Nats {
+        let store = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "jetstream-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&store);
+        let sync = match syncs_always() {
+            true => ", sync_interval: always",
+            false => "",
+        };
+        Nats::start_with(&format!(
+            "jetstream {{ store_dir: \"{}\"{sync} }}\n{config}",
+            store.display()
+        ))
     }
 
     fn start_at(config: &str, port: u16) -> Nats {
