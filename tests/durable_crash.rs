@@ -129,3 +129,62 @@ fn kill_9_keeps_every_acknowledged_increment_in_jetstream() {
         kills()
     );
 }
+
+/// A full disk: the binary runs in a mount namespace of its own on a 1 MiB
+/// tmpfs (`unshare`), which the test fills through `/proc/PID/root`. The
+/// increment that finds the disk full is 503, saying so, and is not kept;
+/// once the disk has room again the count goes on, with no restart.
+#[test]
+fn a_full_disk_is_503_and_the_count_goes_on_once_there_is_room() {
+    let dir = fresh_dir("full");
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = std::process::Command::new("unshare")
+        .args(["-rm", "true"])
+        .status();
+    if !probe.is_ok_and(|status| status.success()) {
+        return common::say_skipped("unshare -rm (user and mount namespaces) is not allowed here");
+    }
+    let script = format!(
+        "mount -t tmpfs -o size=1m tmpfs {dir} && exec {binary} --bind 127.0.0.1:0 \
+         --pollers 1 --state {dir}",
+        dir = dir.display(),
+        binary = common::process::BINARY
+    );
+    let mut command = std::process::Command::new("unshare");
+    command.args(["-rm", "sh", "-c", &script]);
+    let server = Running::start_with_log(command);
+    let post = || {
+        let mut client = common::Client::connect(server.addr);
+        client.send(b"POST /count HTTP/1.1\r\nHost: a\r\n\r\n");
+        let response = common::text(&client.response(false));
+        let status = response.lines().next().unwrap_or_default().to_string();
+        let body = response
+            .split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        (status, body)
+    };
+    assert_eq!(post(), ("HTTP/1.1 200 OK".into(), "1\n".into()));
+    // The server's view of the directory: its tmpfs.
+    let filler = format!("/proc/{}/root{}/filler", server.child.id(), dir.display());
+    let mut file = std::fs::File::create(&filler).expect("the tmpfs, seen from here");
+    let block = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut file, &block).is_ok() {}
+    drop(file);
+    assert_eq!(
+        post(),
+        (
+            "HTTP/1.1 503 Service Unavailable".into(),
+            "503 Service Unavailable: the state of counter was not saved: the store's disk is \
+             full: No space left on device (os error 28)\n"
+                .into()
+        )
+    );
+    server.wait_for_log("its state was not saved (embedded store): the store's disk is full");
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(post(), ("HTTP/1.1 200 OK".into(), "2\n".into()));
+    assert_eq!(post(), ("HTTP/1.1 200 OK".into(), "3\n".into()));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -419,9 +419,12 @@ impl Durable {
     fn write_failed(&mut self, e: StoreError) {
         static FAILED: WarnLimiter = WarnLimiter::new();
         if let Some(suppressed) = FAILED.admit() {
+            let more = match suppressed {
+                0 => String::new(),
+                n => format!(" ({n} more since the last report)"),
+            };
             warn!(
-                "actor {}: its state was not saved ({} store): {e}; held answers get 503 \
-                 ({suppressed} more since the last report)",
+                "actor {}: its state was not saved ({} store): {e}; held answers get 503{more}",
                 self.key,
                 self.store.kind()
             );
