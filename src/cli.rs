@@ -35,7 +35,8 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                                                 [--nats-creds FILE | --nats-nkey FILE]
                                                 [--nats-tls-cert PATH --nats-tls-key PATH]
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
-                           [--state DIR|jetstream [--state-timeout T] [--state-replicas N]]
+                           [--state DIR|jetstream [--state-timeout T] [--state-replicas N]
+                                                  [--placement-lease T] [--placement-idle T]]
                            [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
@@ -139,6 +140,11 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                             (default 5s)
   --state-replicas N        with --state jetstream: the bucket's replicas when it
                             is created (default 1; 3 or 5 on a JetStream cluster)
+  --placement-lease T       with --state jetstream: how long a placed actor's lease
+                            lives after its holder's last renewal; when the holder
+                            dies, its names move within about this (default 2s)
+  --placement-idle T        a placed actor with no message this long is written,
+                            given up and unloaded (default 5m)
   --state-export FILE|-     with --state DIR: write every actor's state to FILE
                             (or standard output), a line of JSON each, and exit
   --state-import FILE|-     with --state DIR: write the states FILE holds (as
@@ -403,6 +409,8 @@ where
             "--nats-nkey" => nats_nkey = Some(path(&flag, os_value()?)?),
             "--nats-prefix" => nats_prefix = Some(value()?),
             "--state" => state = Some(os_value()?),
+            "--placement-lease" => config.placement_lease = timeout(&flag, &value()?)?,
+            "--placement-idle" => config.placement_idle = timeout(&flag, &value()?)?,
             "--state-export" => state_export = Some(PathBuf::from(os_value()?)),
             "--state-import" => state_import = Some(PathBuf::from(os_value()?)),
             "--state-timeout" => state_timeout = Some(duration(&flag, &value()?)?),

@@ -232,6 +232,16 @@ pub struct Config {
     /// keep their state (`--state DIR`, `--state jetstream`); without it,
     /// their state is lost with the process.
     pub state: Option<StateConfig>,
+    /// How long a placed actor's lease lives in JetStream after its last
+    /// renewal (`--placement-lease`): when its holder dies, the name moves
+    /// to another server within about this much (the holder renews it
+    /// every quarter of it, and serves until three quarters after its last
+    /// renewal was sent).
+    pub placement_lease: Duration,
+    /// How long a placed actor's name may go without a message before it
+    /// is written, its lease given up and it is unloaded
+    /// (`--placement-idle`).
+    pub placement_idle: Duration,
 }
 
 /// Where durable actors keep their state.
@@ -435,6 +445,8 @@ impl Default for Config {
             http2: true,
             http2_only: false,
             state: None,
+            placement_lease: Duration::from_secs(2),
+            placement_idle: Duration::from_secs(300),
         }
     }
 }

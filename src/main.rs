@@ -41,7 +41,7 @@ fn main() -> ExitCode {
     if let Err(e) = raise_open_files_limit() {
         warn!("could not raise the open-files limit: {e}");
     }
-    let server = match Server::start(&config, routes()) {
+    let server = match Server::start(&config, routes(&config)) {
         Ok(server) => server,
         // The error names the address, the directory or the file itself.
         Err(e) => {
@@ -147,9 +147,20 @@ fn with_flag(message: String) -> String {
 /// The standard routes, and the same `Hello, World!` as a handler route and
 /// as actor routes (one actor; an actor per poller; an actor on blocking
 /// threads), so that benchmarks can weigh each (`bench/run --routes`), a
-/// typed JSON route, and a WebSocket echo.
-fn routes() -> Routes {
-    Routes::standard()
+/// typed JSON route, a WebSocket echo, and the counter: durable with
+/// `--state`, and with `--state jetstream` placed (`counter@*`: one
+/// counter for the cluster, on whichever server holds it, moving when that
+/// server dies).
+fn routes(config: &uppercut_mio_server::Config) -> Routes {
+    let routes = match &config.state {
+        Some(uppercut_mio_server::StateConfig::JetStream { .. }) => Routes::standard()
+            .actor(&[Method::Get, Method::Post], "/count", "counter@*")
+            .spawn_placed("counter", |_| Counter { count: 0 }),
+        _ => Routes::standard()
+            .actor(&[Method::Get, Method::Post], "/count", "counter")
+            .spawn_durable("counter", Counter { count: 0 }),
+    };
+    routes
         .handler(&[Method::Get], "/hello/handler", hello)
         // The same at a path pattern, to weigh matching one.
         .handler(&[Method::Get], "/hello/param/{name}", hello)
@@ -169,8 +180,6 @@ fn routes() -> Routes {
         .spawn_blocking("hello-blocking", BLOCKING_THREADS, |_| Hello::new())
         .websocket("/ws", |_| Echo)
         .websocket("/chat", |_| ChatMember)
-        .actor(&[Method::Get, Method::Post], "/count", "counter")
-        .spawn_durable("counter", Counter { count: 0 })
 }
 
 /// What `POST /hello/json` reads: whom to greet (borrowed from the body

@@ -267,7 +267,7 @@ impl TestClient {
             }
             // A table with a remote route needs a cluster, which a test
             // client never joins: it refused the table.
-            CallPath::Remote(_) => drop(request),
+            CallPath::Remote(_) | CallPath::Placed(_) => drop(request),
         }
         let deadline = Instant::now() + timeout;
         let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);

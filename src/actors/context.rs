@@ -107,6 +107,11 @@ impl<'a> RunContext<'a> {
         result
     }
 
+    /// The poller whose thread this is, if any.
+    pub(crate) fn poller(&self) -> Option<usize> {
+        self.poller
+    }
+
     /// Where the server's actors are.
     pub(crate) fn directory(&self) -> &Directory {
         self.directory
@@ -213,6 +218,15 @@ impl AnySender for HostedSender<'_> {
                     .to_topic(topic, &from, envelope, |address, envelope| {
                         self.send(address, envelope)
                     });
+            }
+            Some(Resolved::Placed(name)) => {
+                let envelope = match envelope.from.is_empty() {
+                    true => envelope.from(self.me),
+                    false => envelope,
+                };
+                if let Some(placement) = context.directory.placement() {
+                    placement.deliver(name, envelope, false, context);
+                }
             }
             None => context.to_system(Relayed::Send(address.to_string(), envelope)),
         }

@@ -23,6 +23,8 @@ use crate::log_limit::WarnLimiter;
 
 use crate::actors::blocking::BlockingPool;
 use crate::actors::cell::ActorCell;
+use crate::actors::context::RunContext;
+use crate::actors::placed::Placement;
 use crate::actors::port::{PollerPort, Relayed};
 use crate::actors::remote::{split_node, Payload, Remote, RemoteAddr, ANY_NODE, TOPIC_PREFIX};
 use crate::actors::topics::{Subscriber, Topics};
@@ -54,6 +56,8 @@ pub(crate) enum Resolved<'a> {
     Remote(RemoteAddr),
     /// A topic: every subscriber, here and on the other servers.
     Topic(&'a str),
+    /// A placed actor's name: wherever it is active.
+    Placed(&'a str),
 }
 
 /// Every owned address, and every poller's port.
@@ -67,6 +71,9 @@ pub(crate) struct Directory {
     topics: Topics,
     /// The cluster, with `--nats`: set once, as the server starts.
     remote: OnceLock<Arc<dyn Remote>>,
+    /// Placed actors' names, where the routes have any: set once, as the
+    /// server starts.
+    placement: OnceLock<Arc<dyn Placement>>,
 }
 
 impl Directory {
@@ -81,7 +88,23 @@ impl Directory {
             websockets: Arc::default(),
             topics: Topics::default(),
             remote: OnceLock::new(),
+            placement: OnceLock::new(),
         }
+    }
+
+    /// Places actors by name from now on.
+    pub(crate) fn place(&self, placement: Arc<dyn Placement>) {
+        let _ = self.placement.set(placement);
+    }
+
+    /// Where placed names' messages go, if the routes place any.
+    pub(crate) fn placement(&self) -> Option<&Arc<dyn Placement>> {
+        self.placement.get()
+    }
+
+    /// Whether `name` is a placed actor's.
+    pub(crate) fn is_placed(&self, name: &str) -> bool {
+        self.placement.get().is_some_and(|p| p.places(name))
     }
 
     /// Joins the cluster: `name@node` addresses and topics reach other
@@ -105,11 +128,19 @@ impl Directory {
         if let Some(topic) = address.strip_prefix(TOPIC_PREFIX) {
             return Some(Resolved::Topic(topic));
         }
+        if self.is_placed(address) {
+            return Some(Resolved::Placed(address));
+        }
         let (name, node) = split_node(address)?;
         let here = self
             .remote
             .get()
             .is_some_and(|remote| remote.node() == node);
+        // A placed name belongs to no node: `name@*` (or this node's) is
+        // wherever it is active.
+        if (here || node == ANY_NODE) && self.is_placed(name) {
+            return Some(Resolved::Placed(name));
+        }
         if here || (node == ANY_NODE && self.reaches(name)) {
             // `name` alone means this server's `name`.
             return self.resolve(name, poller);
@@ -128,7 +159,9 @@ impl Directory {
     /// Whether a send to `address` reaches something the server runs: an
     /// owned actor, or an open WebSocket connection.
     pub(crate) fn reaches(&self, address: &str) -> bool {
-        self.by_address.contains_key(address) || self.websockets.get(address).is_some()
+        self.by_address.contains_key(address)
+            || self.websockets.get(address).is_some()
+            || self.is_placed(address)
     }
 
     /// The open WebSocket connections.
@@ -176,6 +209,13 @@ impl Directory {
                         self.relay(Relayed::Send(address.to_string(), envelope));
                     }
                 });
+                Ok(())
+            }
+            Some(Resolved::Placed(name)) => {
+                if let Some(placement) = self.placement.get() {
+                    let context = RunContext::new(self, None, None, None);
+                    placement.deliver(name, envelope, false, &context);
+                }
                 Ok(())
             }
             None => Err(envelope),

@@ -23,7 +23,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -136,6 +136,10 @@ pub(crate) struct Durable {
     waiting: VecDeque<Envelope>,
     /// An instance to read the state into while none is loaded.
     spare: Option<Box<dyn StateActor>>,
+    /// A placed activation's lease: until when it may serve.
+    serves_until: Option<Arc<AtomicU64>>,
+    /// Write the state once read, before anything is answered.
+    fence: bool,
 }
 
 impl Durable {
@@ -161,6 +165,8 @@ impl Durable {
             durable: json.clone(),
             initial: json,
             spare: Some(initial),
+            serves_until: env.serves_until,
+            fence: env.fence,
             revision: 0,
             waiting: VecDeque::new(),
         };
@@ -207,6 +213,13 @@ impl Durable {
                 self.writing = stored.bytes.clone();
                 self.durable = stored.bytes;
                 self.revision = stored.revision;
+                if self.fence {
+                    // The state as read, written again at once: a write an
+                    // earlier activation still has in flight expects the
+                    // revision this moves past, and is refused.
+                    lock(&self.ledger).book.changed();
+                    self.write_if_due();
+                }
                 Ok(())
             }
             Err(e) => {
@@ -450,6 +463,15 @@ impl Durable {
     }
 }
 
+impl Durable {
+    /// Whether a placed activation's lease still lets it serve.
+    fn may_serve(&self) -> bool {
+        self.serves_until
+            .as_ref()
+            .is_none_or(|until| crate::state::lease::now_ms() < until.load(Ordering::Acquire))
+    }
+}
+
 impl AnyActor for Durable {
     fn receive(&mut self, envelope: Envelope, sender: &mut dyn AnySender) {
         let Envelope { message, from, to } = envelope;
@@ -457,6 +479,10 @@ impl AnyActor for Durable {
             Ok(event) => return self.on_event(*event, sender),
             Err(message) => Envelope { message, from, to },
         };
+        if !self.may_serve() {
+            // Its lease is lost: another server may run the name now.
+            return self.refuse(envelope, "its lease moved; retry");
+        }
         match self.state {
             Phase::Ready(_) => {
                 if let Err(panic) = self.run(envelope, sender) {

@@ -40,6 +40,8 @@ pub(crate) enum CallPath {
     BlockingHandler(Arc<BlockingPool>, Handler),
     /// The poller's own upstream pool.
     Upstream,
+    /// A placed actor's name, wherever it is active.
+    Placed(Arc<str>),
     /// An actor on another server (`name@node`, or `name@*` when no actor
     /// here has the name), through the poller's NATS link.
     Remote(RemoteAddr),
@@ -105,6 +107,8 @@ impl ActorHouse {
         for (index, spec) in routes.spawns().iter().enumerate() {
             let address = spec.address.as_str();
             let dest = match &spec.kind {
+                // Made on demand, wherever the cluster places each name.
+                SpawnKind::Placed(_) => continue,
                 SpawnKind::Shared(actor) => {
                     let actor = actor.lock().unwrap_or_else(|e| e.into_inner()).take();
                     let Some(actor) = actor else {
@@ -143,6 +147,8 @@ impl ActorHouse {
                                 store: Arc::clone(&host.store),
                                 wake,
                                 metrics: Arc::clone(&host.metrics),
+                                serves_until: None,
+                                fence: false,
                             };
                             Box::new(Durable::start(initial, env).map_err(refused)?)
                         }
@@ -234,6 +240,12 @@ impl ActorHouse {
                     )
                 }
                 CallTarget::Address(address) => {
+                    let name = split_node(address).map_or(address.as_str(), |(name, _)| name);
+                    let local_or_any = split_node(address)
+                        .is_none_or(|(_, at)| Some(at) == node || at == ANY_NODE);
+                    if local_or_any && placed_kind(routes, name).is_some() {
+                        return Ok(CallPath::Placed(name.into()));
+                    }
                     let local = match split_node(address) {
                         // This node's own, or any node's where this one
                         // has it: the local actor.
@@ -398,11 +410,27 @@ fn check_routes(routes: &Routes, node: Option<&str>) -> io::Result<()> {
                     route.name
                 )))
             }
+            (None, _) if placed_kind(routes, address).is_some() => {}
             (None, _) if !seen.contains(address.as_str()) => return Err(no_actor(route, address)),
             (None, _) => {}
         }
     }
     Ok(())
+}
+
+/// The placed kind `name` is of (`kind`, or `kind/ID`), if any.
+pub(crate) fn placed_kind<'a>(routes: &'a Routes, name: &str) -> Option<&'a str> {
+    routes.spawns().iter().find_map(|spec| {
+        let SpawnKind::Placed(_) = spec.kind else {
+            return None;
+        };
+        let kind = spec.address.as_str();
+        let of_kind = name == kind
+            || name
+                .strip_prefix(kind)
+                .is_some_and(|rest| rest.starts_with('/') && rest.len() > 1);
+        of_kind.then_some(kind)
+    })
 }
 
 fn no_actor(route: &ActorRoute, address: &str) -> io::Error {

@@ -33,6 +33,7 @@ pub(crate) mod directory;
 pub(crate) mod durable;
 pub(crate) mod forwarder;
 pub(crate) mod house;
+pub(crate) mod placed;
 pub(crate) mod port;
 pub(crate) mod remote;
 pub(crate) mod timer;

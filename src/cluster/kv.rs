@@ -1,26 +1,26 @@
-//! `--state jetstream`: durable actors' state in a JetStream key-value
-//! bucket on the cluster's NATS, named after the cluster's prefix, shared
-//! by every server.
+//! JetStream key-value buckets over the pollers' NATS links: `--state
+//! jetstream` (durable actors' state in a bucket named after the cluster's
+//! prefix, shared by every server: [`JetStreamKv`]), and the leases of
+//! placed actors (a bucket whose entries expire: `cluster::placement`).
 //!
-//! Reads and writes go over the pollers' NATS links like any request to
-//! another server (a key always through the same link, so one actor's
-//! requests leave in order), and their answers come back there: nothing
-//! blocks and no thread is added. Each write is a publish with
-//! `Nats-Expected-Last-Subject-Sequence` set to the revision the actor last
-//! read or wrote: a write refused for a stale revision means someone else
-//! wrote the key, and the actor reads it again rather than write over it.
-//! The writes of one poller's round leave in one socket write, and
-//! JetStream acknowledges each once stored (with `sync_interval: always`,
-//! once on disk).
+//! Reads and writes go over the links like any request to another server
+//! (a key always through the same link, so its requests leave in order),
+//! and their answers come back there: nothing blocks and no thread is
+//! added. Each write is a publish with `Nats-Expected-Last-Subject-Sequence`
+//! set to the revision the writer last read or wrote: a write refused for
+//! a stale revision means someone else wrote the key, and the actor reads
+//! it again rather than write over it. The writes of one poller's round
+//! leave in one socket write, and JetStream acknowledges each once stored
+//! (with `sync_interval: always`, once on disk).
 //!
-//! The bucket is created (idempotently, as the NATS clients do) before the
-//! first read or write; until that answer comes, requests wait in order.
+//! A bucket is created (idempotently, as the NATS clients do) before the
+//! first request; until that answer comes, requests wait in order.
 
 use std::collections::hash_map::DefaultHasher;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use log::{info, warn};
@@ -33,61 +33,89 @@ use crate::nats::proto::Msg;
 use crate::state::metrics::StateMetrics;
 use crate::state::{Done, Revision, StateStore, StoreError, Stored};
 
-/// Where the bucket is.
-enum Bucket {
-    /// Not known to exist: the next request creates it first.
+/// Whether the bucket exists.
+enum Made {
+    /// Not known to: the next request creates it first.
     Unknown,
     /// Its creation is under way: requests wait here, in order.
-    Creating(Vec<Pending>),
-    /// It exists.
+    Creating(Vec<Op>),
     Ready,
 }
 
-/// A request that waits for the bucket.
-enum Pending {
-    Load(String, Done<Option<Stored>>),
-    Write(String, Bytes, Revision, Done<Revision>),
+/// A request to a bucket.
+enum Op {
+    Get(String, Done<Option<Stored>>),
+    Put(String, Bytes, Revision, Done<Revision>),
+    Purge(String, Done<()>),
 }
 
-/// The JetStream store.
-pub(crate) struct JetStreamKv {
+impl Op {
+    fn fail(self, error: StoreError) {
+        match self {
+            Op::Get(_, done) => done(Err(error)),
+            Op::Put(.., done) => done(Err(error)),
+            Op::Purge(_, done) => done(Err(error)),
+        }
+    }
+}
+
+/// One JetStream key-value bucket.
+pub(crate) struct Bucket {
     cluster: Arc<Cluster>,
-    bucket: String,
-    timeout: Duration,
+    name: String,
     replicas: usize,
-    state: Arc<Mutex<Bucket>>,
-    metrics: Arc<StateMetrics>,
+    /// How long a value lives after it was written (0: for ever).
+    max_age_ms: u64,
+    /// How long a request's answer is awaited.
+    timeout: Duration,
+    made: Mutex<Made>,
     /// Itself, for the creation's answer to reach.
-    me: std::sync::Weak<JetStreamKv>,
+    me: Weak<Bucket>,
 }
 
-impl fmt::Debug for JetStreamKv {
+impl fmt::Debug for Bucket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JetStreamKv")
-            .field("bucket", &self.bucket)
+        f.debug_struct("Bucket")
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
 
-impl JetStreamKv {
-    /// The bucket named after `cluster`'s prefix, created with `replicas`
-    /// when missing; requests wait `timeout` for their answers.
+impl Bucket {
+    /// The bucket `name` on `cluster`'s NATS, created with `replicas` and
+    /// values that live `max_age_ms` (0: for ever) when missing.
     pub(crate) fn new(
         cluster: Arc<Cluster>,
-        timeout: Duration,
+        name: String,
         replicas: usize,
-        metrics: Arc<StateMetrics>,
-    ) -> Arc<JetStreamKv> {
-        let bucket = cluster.config().prefix.clone();
-        Arc::new_cyclic(|me| JetStreamKv {
+        max_age_ms: u64,
+        timeout: Duration,
+    ) -> Arc<Bucket> {
+        Arc::new_cyclic(|me| Bucket {
             cluster,
-            bucket,
-            timeout,
+            name,
             replicas,
-            state: Arc::new(Mutex::new(Bucket::Unknown)),
-            metrics,
+            max_age_ms,
+            timeout,
+            made: Mutex::new(Made::Unknown),
             me: me.clone(),
         })
+    }
+
+    /// Reads `key`: its value and revision, or none.
+    pub(crate) fn get(&self, key: &str, done: Done<Option<Stored>>) {
+        self.when_made(Op::Get(key.to_string(), done));
+    }
+
+    /// Writes `bytes` at `key` if the key is at `expected` (0: has no
+    /// value); gives the new revision, or `StoreError::Stale`.
+    pub(crate) fn put(&self, key: &str, bytes: Bytes, expected: Revision, done: Done<Revision>) {
+        self.when_made(Op::Put(key.to_string(), bytes, expected, done));
+    }
+
+    /// Removes every value of `key`.
+    pub(crate) fn purge(&self, key: &str, done: Done<()>) {
+        self.when_made(Op::Purge(key.to_string(), done));
     }
 
     /// Sends a request for `key` through its link; `done` gets the answer.
@@ -107,19 +135,19 @@ impl JetStreamKv {
         }
     }
 
-    /// Runs `pending` now if the bucket exists; else has it wait for the
+    /// Runs `op` now if the bucket exists; else has it wait for the
     /// bucket's creation (starting it).
-    fn when_ready(&self, pending: Pending) {
-        let mut state = lock(&self.state);
-        match &mut *state {
-            Bucket::Ready => {
-                drop(state);
-                self.run(pending);
+    fn when_made(&self, op: Op) {
+        let mut made = lock(&self.made);
+        match &mut *made {
+            Made::Ready => {
+                drop(made);
+                self.run(op);
             }
-            Bucket::Creating(waiting) => waiting.push(pending),
-            Bucket::Unknown => {
-                *state = Bucket::Creating(vec![pending]);
-                drop(state);
+            Made::Creating(waiting) => waiting.push(op),
+            Made::Unknown => {
+                *made = Made::Creating(vec![op]);
+                drop(made);
                 self.create();
             }
         }
@@ -127,98 +155,121 @@ impl JetStreamKv {
 
     /// Creates the bucket; then runs what waited, or fails it.
     fn create(&self) {
-        let (subject, body) = jetstream::create_request(&self.bucket, self.replicas);
+        let (subject, body) = jetstream::create_request(&self.name, self.replicas, self.max_age_ms);
         let me = self.me.clone();
         let done: JsDone = Box::new(move |answer| {
-            let Some(kv) = me.upgrade() else {
+            let Some(bucket) = me.upgrade() else {
                 return;
             };
             let outcome = answer
                 .map_err(failure)
                 .and_then(|msg| jetstream::parse_create(&msg.payload).map_err(|e| api_failure(&e)));
-            kv.created(outcome);
+            bucket.created(outcome);
         });
-        let bucket = self.bucket.clone();
-        self.send(&bucket, subject, Bytes::new(), body, done);
+        let name = self.name.clone();
+        self.send(&name, subject, Bytes::new(), body, done);
     }
 
     /// The bucket's creation answered.
     fn created(&self, outcome: Result<(), StoreError>) {
         let waiting = {
-            let mut state = lock(&self.state);
+            let mut made = lock(&self.made);
             let next = match outcome {
-                Ok(()) => Bucket::Ready,
-                Err(_) => Bucket::Unknown,
+                Ok(()) => Made::Ready,
+                Err(_) => Made::Unknown,
             };
-            match std::mem::replace(&mut *state, next) {
-                Bucket::Creating(waiting) => waiting,
+            match std::mem::replace(&mut *made, next) {
+                Made::Creating(waiting) => waiting,
                 _ => Vec::new(),
             }
         };
         match outcome {
             Ok(()) => {
                 info!(
-                    "state: JetStream bucket {} ({})",
-                    self.bucket,
-                    jetstream::stream_name(&self.bucket)
+                    "JetStream bucket {} ({})",
+                    self.name,
+                    jetstream::stream_name(&self.name)
                 );
-                for pending in waiting {
-                    self.run(pending);
+                for op in waiting {
+                    self.run(op);
                 }
             }
             Err(e) => {
                 static FAILED: WarnLimiter = WarnLimiter::new();
                 if FAILED.admit().is_some() {
-                    warn!(
-                        "state: the JetStream bucket {} could not be made: {e}",
-                        self.bucket
-                    );
+                    warn!("the JetStream bucket {} could not be made: {e}", self.name);
                 }
-                for pending in waiting {
-                    match pending {
-                        Pending::Load(_, done) => done(Err(e.clone())),
-                        Pending::Write(_, _, _, done) => done(Err(e.clone())),
-                    }
+                for op in waiting {
+                    op.fail(e.clone());
                 }
             }
         }
     }
 
-    fn run(&self, pending: Pending) {
-        match pending {
-            Pending::Load(key, done) => {
-                let (subject, body) = jetstream::get_request(&self.bucket, &key);
+    fn run(&self, op: Op) {
+        match op {
+            Op::Get(key, done) => {
+                let (subject, body) = jetstream::get_request(&self.name, &key);
                 let answer: JsDone = Box::new(move |answer| {
                     done(answer.map_err(failure).and_then(|msg| read(&msg)));
                 });
                 self.send(&key, subject, Bytes::new(), body, answer);
             }
-            Pending::Write(key, bytes, expected, done) => {
-                let subject = jetstream::key_subject(&self.bucket, &key);
+            Op::Put(key, bytes, expected, done) => {
+                let subject = jetstream::key_subject(&self.name, &key);
                 let headers = jetstream::put_headers(expected);
-                let metrics = Arc::clone(&self.metrics);
-                let started = std::time::Instant::now();
                 let answer: JsDone = Box::new(move |answer| {
-                    let outcome = answer.map_err(failure).and_then(|msg| {
+                    done(answer.map_err(failure).and_then(|msg| {
                         jetstream::parse_pub_ack(&msg.payload).map_err(|e| match e {
                             Answer::Api(api) if api.err_code == WRONG_LAST_SEQUENCE => {
                                 StoreError::Stale { expected }
                             }
                             other => api_failure(&other),
                         })
-                    });
-                    if outcome.is_ok() {
-                        metrics.commit(started.elapsed());
-                    }
-                    metrics.write(match &outcome {
-                        Ok(_) => "ok",
-                        Err(e) => e.label(),
-                    });
-                    done(outcome);
+                    }));
                 });
                 self.send(&key, subject, headers, bytes, answer);
             }
+            Op::Purge(key, done) => {
+                let (subject, body) = jetstream::purge_request(&self.name, &key);
+                let answer: JsDone = Box::new(move |answer| {
+                    done(answer.map_err(failure).and_then(|msg| {
+                        jetstream::parse_purge(&msg.payload).map_err(|e| api_failure(&e))
+                    }));
+                });
+                self.send(&key, subject, Bytes::new(), body, answer);
+            }
         }
+    }
+}
+
+/// The JetStream store of durable actors' state: a bucket named after the
+/// cluster's prefix, whose values live for ever.
+pub(crate) struct JetStreamKv {
+    bucket: Arc<Bucket>,
+    metrics: Arc<StateMetrics>,
+}
+
+impl fmt::Debug for JetStreamKv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.bucket.fmt(f)
+    }
+}
+
+impl JetStreamKv {
+    /// The bucket named after `cluster`'s prefix, created with `replicas`
+    /// when missing; requests wait `timeout` for their answers.
+    pub(crate) fn new(
+        cluster: Arc<Cluster>,
+        timeout: Duration,
+        replicas: usize,
+        metrics: Arc<StateMetrics>,
+    ) -> Arc<JetStreamKv> {
+        let name = cluster.config().prefix.clone();
+        Arc::new(JetStreamKv {
+            bucket: Bucket::new(cluster, name, replicas, 0, timeout),
+            metrics,
+        })
     }
 }
 
@@ -228,11 +279,27 @@ impl StateStore for JetStreamKv {
     }
 
     fn load(&self, key: &str, done: Done<Option<Stored>>) {
-        self.when_ready(Pending::Load(key.to_string(), done));
+        self.bucket.get(key, done);
     }
 
     fn write(&self, key: &str, bytes: Bytes, expected: Revision, done: Done<Revision>) {
-        self.when_ready(Pending::Write(key.to_string(), bytes, expected, done));
+        let metrics = Arc::clone(&self.metrics);
+        let started = Instant::now();
+        self.bucket.put(
+            key,
+            bytes,
+            expected,
+            Box::new(move |outcome| {
+                if outcome.is_ok() {
+                    metrics.commit(started.elapsed());
+                }
+                metrics.write(match &outcome {
+                    Ok(_) => "ok",
+                    Err(e) => e.label(),
+                });
+                done(outcome);
+            }),
+        );
     }
 }
 

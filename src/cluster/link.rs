@@ -613,6 +613,13 @@ impl Link {
                     metrics: Arc::clone(&metrics),
                 });
                 let request = ActorRequest::new(parts, ReplyTo::Elsewhere(answer));
+                // A placed name another server took this one to hold: not
+                // forwarded again.
+                if let Some(placement) = context.directory().placement() {
+                    if placement.places(&name) {
+                        return placement.deliver(&name, Envelope::of(request), true, context);
+                    }
+                }
                 if !context.directory().reaches(&name) {
                     metrics.dropped(Dropped::NoActor);
                     let node = &self.cluster.config().node;
@@ -623,6 +630,12 @@ impl Link {
             }
             (Addressed::Actor(name), Ok(Inbound::Bytes { payload, from, .. })) => {
                 metrics.received(Carried::Publish, size);
+                if let Some(placement) = context.directory().placement() {
+                    if placement.places(&name) {
+                        let envelope = payload.envelope(&from);
+                        return placement.deliver(&name, envelope, true, context);
+                    }
+                }
                 if !context.directory().reaches(&name) {
                     return metrics.dropped(Dropped::NoActor);
                 }

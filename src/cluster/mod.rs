@@ -21,6 +21,7 @@
 pub(crate) mod codec;
 pub(crate) mod kv;
 pub(crate) mod link;
+pub(crate) mod placement;
 pub(crate) mod port;
 pub(crate) mod reread;
 pub(crate) mod subjects;

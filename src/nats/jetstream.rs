@@ -40,9 +40,16 @@ pub(crate) fn key_subject(bucket: &str, key: &str) -> String {
 /// The request that creates bucket `bucket` with `replicas`, as the NATS
 /// clients create a key-value bucket: one value per key (no history), file
 /// storage, new writes refused rather than old ones dropped when full,
-/// deletes denied. Idempotent: the same request again succeeds.
-pub(crate) fn create_request(bucket: &str, replicas: usize) -> (String, Bytes) {
+/// deletes denied; each value lives `max_age_ms` after it was written (0:
+/// for ever). Idempotent: the same request again succeeds.
+pub(crate) fn create_request(bucket: &str, replicas: usize, max_age_ms: u64) -> (String, Bytes) {
     let stream = stream_name(bucket);
+    let max_age_ns = max_age_ms.saturating_mul(1_000_000);
+    // The window in which a message id is remembered: at most the age.
+    let window_ns = match max_age_ns {
+        0 => 120_000_000_000,
+        age => age.min(120_000_000_000),
+    };
     let config = serde_json::json!({
         "name": stream,
         "subjects": [format!("$KV.{bucket}.>")],
@@ -51,12 +58,12 @@ pub(crate) fn create_request(bucket: &str, replicas: usize) -> (String, Bytes) {
         "max_msgs_per_subject": 1,
         "max_msgs": -1,
         "max_bytes": -1,
-        "max_age": 0,
+        "max_age": max_age_ns,
         "max_msg_size": -1,
         "storage": "file",
         "discard": "new",
         "num_replicas": replicas,
-        "duplicate_window": 120_000_000_000u64,
+        "duplicate_window": window_ns,
         "allow_rollup_hdrs": true,
         "deny_delete": true,
         "deny_purge": false,
@@ -75,6 +82,30 @@ pub(crate) fn get_request(bucket: &str, key: &str) -> (String, Bytes) {
         format!("$JS.API.STREAM.MSG.GET.{}", stream_name(bucket)),
         Bytes::from(body.to_string()),
     )
+}
+
+/// The request that removes every value of `key` (a lease given up).
+pub(crate) fn purge_request(bucket: &str, key: &str) -> (String, Bytes) {
+    let body = serde_json::json!({ "filter": key_subject(bucket, key) });
+    (
+        format!("$JS.API.STREAM.PURGE.{}", stream_name(bucket)),
+        Bytes::from(body.to_string()),
+    )
+}
+
+#[derive(Deserialize)]
+struct PurgeResponse {
+    error: Option<ApiError>,
+}
+
+/// A purge's answer.
+pub(crate) fn parse_purge(payload: &[u8]) -> Result<(), Answer> {
+    let response: PurgeResponse =
+        serde_json::from_slice(payload).map_err(|e| Answer::Malformed(e.to_string()))?;
+    match response.error {
+        None => Ok(()),
+        Some(error) => Err(Answer::Api(error)),
+    }
 }
 
 /// The header block of a write expecting `key` at `revision`.
@@ -205,13 +236,23 @@ mod tests {
         let (subject, body) = get_request("upc", "counter");
         assert_eq!(subject, "$JS.API.STREAM.MSG.GET.KV_upc");
         assert_eq!(&body[..], br#"{"last_by_subj":"$KV.upc.counter"}"#);
-        let (subject, body) = create_request("upc", 3);
+        let (subject, body) = create_request("upc", 3, 0);
         assert_eq!(subject, "$JS.API.STREAM.CREATE.KV_upc");
         let config: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(config["subjects"], serde_json::json!(["$KV.upc.>"]));
         assert_eq!(config["num_replicas"], 3);
         assert_eq!(config["max_msgs_per_subject"], 1);
         assert_eq!(config["discard"], "new");
+        assert_eq!(config["max_age"], 0);
+        assert_eq!(config["duplicate_window"], 120_000_000_000u64);
+        let (_, body) = create_request("leases", 1, 2000);
+        let config: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(config["max_age"], 2_000_000_000u64);
+        assert_eq!(config["duplicate_window"], 2_000_000_000u64);
+        let (subject, body) = purge_request("leases", "counter");
+        assert_eq!(subject, "$JS.API.STREAM.PURGE.KV_leases");
+        assert_eq!(&body[..], br#"{"filter":"$KV.leases.counter"}"#);
+        assert_eq!(parse_purge(br#"{"success":true,"purged":1}"#), Ok(()));
         assert_eq!(
             &put_headers(7)[..],
             b"NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: 7\r\n\r\n"

@@ -13,7 +13,7 @@ use crate::observe::metrics::{
     PollerMetrics, TimeoutKind, UpstreamResult, GOAWAY_REASONS, STATUSES, WEBSOCKET_CLOSE_CODES,
 };
 use crate::observe::process_stats::ProcessStats;
-use crate::state::metrics::{StateMetrics, COMMIT_BOUNDS_US, OUTCOMES};
+use crate::state::metrics::{PlacementMetrics, StateMetrics, COMMIT_BOUNDS_US, OUTCOMES};
 
 /// The `Content-Type` of the page.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -37,6 +37,8 @@ pub(crate) struct Series {
     pub(crate) cluster: Option<Arc<ClusterMetrics>>,
     /// The state store's (`--state`).
     pub(crate) state: Option<Arc<StateMetrics>>,
+    /// Placed actors' (`Routes::spawn_placed`).
+    pub(crate) placement: Option<Arc<PlacementMetrics>>,
 }
 
 /// Renders the page for `pollers` (in poller order) and `process`, with the
@@ -295,6 +297,9 @@ pub(crate) fn render(
     if let Some(state) = &series.state {
         render_state(&mut page, state);
     }
+    if let Some(placement) = &series.placement {
+        render_placement(&mut page, placement);
+    }
 
     if series.envelopes {
         page.family(
@@ -437,6 +442,54 @@ fn render_state(page: &mut Page, state: &StateMetrics) {
         "Answers refused (503) because a state could not be saved or read.",
     );
     page.plain(load(&state.refused));
+}
+
+/// Placed actors' series.
+fn render_placement(page: &mut Page, placement: &PlacementMetrics) {
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    page.family(
+        "uppercut_actor_active",
+        "gauge",
+        "Placed actors' names active on this server now, by kind.",
+    );
+    let active = placement
+        .active
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    for (kind, count) in active {
+        page.sample(&format!("actor=\"{}\"", label_value(&kind)), count);
+    }
+    for (name, help, counter) in [
+        (
+            "uppercut_placement_activations_total",
+            "Placed names activated on this server.",
+            &placement.activations,
+        ),
+        (
+            "uppercut_placement_failovers_total",
+            "Placed names taken over here after their holder's lease ran out.",
+            &placement.failovers,
+        ),
+        (
+            "uppercut_placement_handovers_total",
+            "Leases given up here (a drain, an idle name), for the next server to take at once.",
+            &placement.released,
+        ),
+        (
+            "uppercut_placement_leases_lost_total",
+            "Leases lost here: a renewal refused, or none answered in time; the name stopped here.",
+            &placement.lost,
+        ),
+        (
+            "uppercut_placement_forwarded_total",
+            "Messages forwarded to the server that holds their placed name.",
+            &placement.forwarded,
+        ),
+    ] {
+        page.family(name, "counter", help);
+        page.plain(load(counter));
+    }
 }
 
 /// A label's value as the text format writes it: `\`, `"` and a newline

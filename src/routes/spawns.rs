@@ -30,7 +30,14 @@ pub(crate) enum SpawnKind {
     /// One instance, as `Shared`, whose state is loaded from the server's
     /// state store and written back after each message that changed it.
     Durable(Arc<Mutex<Option<Box<dyn StateActor>>>>),
+    /// Durable instances made on demand, one per name of the kind (the
+    /// address, and `ADDRESS/ID`), each active on one server of the
+    /// cluster at a time.
+    Placed(PlacedFactory),
 }
+
+/// Makes the initial state of a placed name (for a name never written).
+pub(crate) type PlacedFactory = Arc<dyn Fn(&str) -> Box<dyn StateActor> + Send + Sync>;
 
 /// An actor the server owns, at its address.
 #[derive(Clone)]
@@ -46,6 +53,7 @@ impl fmt::Debug for ActorSpec {
             SpawnKind::PerPoller(_) => "per poller",
             SpawnKind::Blocking { .. } => "blocking",
             SpawnKind::Durable(_) => "durable",
+            SpawnKind::Placed(_) => "placed",
         };
         f.debug_struct("ActorSpec")
             .field("address", &self.address)
@@ -70,6 +78,15 @@ impl ActorSpec {
         ActorSpec {
             address: address.to_string(),
             kind: SpawnKind::Durable(Arc::new(Mutex::new(Some(initial)))),
+        }
+    }
+
+    /// Placed actors of kind `address`, whose initial state `factory`
+    /// makes for each name.
+    pub(crate) fn placed(address: &str, factory: PlacedFactory) -> ActorSpec {
+        ActorSpec {
+            address: address.to_string(),
+            kind: SpawnKind::Placed(factory),
         }
     }
 

@@ -30,7 +30,7 @@ use crate::routes::middleware::{ChainIndex, Middleware, Middlewares};
 use crate::routes::path_entry::{Entry, Target};
 use crate::routes::path_pattern::{PathParams, PathPattern, PatternError};
 use crate::routes::request::Request;
-use crate::routes::spawns::ActorSpec;
+use crate::routes::spawns::{ActorSpec, PlacedFactory};
 use crate::routes::typed::Rejection;
 use crate::static_files::etag;
 use crate::static_files::load::{StaticFilesError, StaticLimits};
@@ -582,6 +582,37 @@ impl Routes {
     {
         self.spawns
             .push(ActorSpec::durable(address, Box::new(initial)));
+        self
+    }
+
+    /// Gives the cluster *placed* actors of kind `kind`: durable actors
+    /// (as [`Routes::spawn_durable`]) that belong to no server. Each name
+    /// of the kind (`kind` itself, and `kind/ID` for any ID) has at most
+    /// one activation in the cluster, on whichever server first receives a
+    /// message for it while no server holds it; every other server
+    /// forwards that name's messages there, in each sender's order. The
+    /// holder keeps a lease on the name in JetStream, renewed well within
+    /// its time to live: when the holder dies, the name moves to the next
+    /// server that gets a message for it once the lease has run out (2 s by
+    /// default), with its last acknowledged state. `factory` makes the
+    /// initial state of a name never written.
+    ///
+    /// Address a placed name as `name@*` (or `name`): a route
+    /// (`.actor(&[Method::Post], "/count", "counter@*")`), a send from an
+    /// actor, `Server::send`. The lease and the state need a cluster with
+    /// JetStream (`--nats` and `--state jetstream`); without a cluster the
+    /// names are activated here, with the state in the state store if one
+    /// is configured. A name with no message for `Config::placement_idle`
+    /// is written, its lease given up, and unloaded. `docs/operations.md`
+    /// (placed actors) has the guarantees, and `docs/design.md` why two
+    /// activations cannot both commit a write.
+    pub fn spawn_placed<S, F>(mut self, kind: &str, factory: F) -> Routes
+    where
+        S: AnyActor + serde::Serialize + serde::de::DeserializeOwned + 'static,
+        F: Fn(&str) -> S + Send + Sync + 'static,
+    {
+        let factory: PlacedFactory = Arc::new(move |name| Box::new(factory(name)));
+        self.spawns.push(ActorSpec::placed(kind, factory));
         self
     }
 

@@ -257,6 +257,19 @@ impl Connection {
                 self.mode.to_poller(shared, Envelope::of(request), sender);
                 None
             }
+            // A placed name: its activation here, or its holder's.
+            CallPath::Placed(name) => {
+                let expected = reply::expect(shared.reply_queue_id(), id);
+                let context = shared.actor_context(sender);
+                match context.directory().placement() {
+                    Some(placement) => {
+                        placement.deliver(name, Envelope::of(request), false, &context)
+                    }
+                    // Dropped unanswered: 502 (never, once the server runs).
+                    None => drop(request),
+                }
+                expected.finish()
+            }
             // Another server's actor, through the poller's NATS link; a
             // request that cannot go is answered here, at once.
             CallPath::Remote(to) => {

@@ -14,10 +14,12 @@ use mio::{Poll, Waker};
 use uppercut::api::Envelope;
 
 use crate::actors::house::ActorHouse;
+use crate::actors::placed::Placement;
 use crate::actors::port::PollerPort;
 use crate::actors::remote::Remote;
 use crate::cluster::kv::JetStreamKv;
 use crate::cluster::link::Link;
+use crate::cluster::placement::{Placed, PlacedConfig};
 use crate::cluster::port::LinkPort;
 use crate::cluster::Cluster;
 use crate::config::{host_node_name, ClusterConfig, Config, Listener, StateConfig};
@@ -32,6 +34,7 @@ use crate::observe::metrics_text::Series;
 use crate::routes::cors::Cors;
 use crate::routes::https_redirect::HttpsRedirect;
 use crate::routes::request_id::RequestId;
+use crate::routes::spawns::{PlacedFactory, SpawnKind};
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
 use crate::runtime::hosting::hosting;
@@ -77,6 +80,8 @@ pub struct Server {
     cluster: Option<Arc<Cluster>>,
     /// With `--state DIR`: the embedded state file.
     state_file: Option<Arc<StateFile>>,
+    /// Placed actors' names, when the routes place any.
+    placed: Option<Arc<Placed>>,
 }
 
 /// Sends to the server's actors (and, with `--nats`, to other servers')
@@ -229,6 +234,13 @@ impl Server {
         if let Some(cluster) = &cluster {
             house.join(Arc::clone(cluster) as Arc<dyn Remote>);
         }
+        let placed = start_placement(
+            config,
+            &routes,
+            &house,
+            cluster.as_ref(),
+            state_host.as_ref(),
+        )?;
         let metrics = config
             .metrics
             .map(|addr| {
@@ -245,6 +257,7 @@ impl Server {
                     state: state_host
                         .as_ref()
                         .map(|(host, _)| Arc::clone(&host.metrics)),
+                    placement: placed.as_ref().map(|placed| Arc::clone(&placed.metrics)),
                 };
                 MetricsServer::start(addr, counters.clone(), series)
             })
@@ -310,6 +323,7 @@ impl Server {
                 metrics,
                 cluster,
                 state_file: state_host.and_then(|(_, file)| file),
+                placed,
             }),
             Ok(Err(message)) => Err(io::Error::other(message)),
             Err(_) => Err(io::Error::other(
@@ -488,6 +502,10 @@ impl Server {
     /// answered: false (and a warning) when a connection closed after
     /// `grace` had a request unanswered or a response not all sent.
     pub fn shutdown(mut self, grace: Duration) -> bool {
+        // Placed names move on at once, not when their leases run out.
+        if let Some(placed) = &self.placed {
+            placed.release_all_and_wait(Duration::from_secs(1));
+        }
         self.enter(Phase::Draining);
         let timed_out = matches!(
             self.ended.recv_timeout(grace),
@@ -508,6 +526,11 @@ impl Server {
     }
 
     fn stop_and_join(&mut self) {
+        // While the links still run, so that the releases reach NATS.
+        if let Some(placed) = &self.placed {
+            placed.release_all_and_wait(Duration::from_secs(1));
+            placed.stop();
+        }
         self.enter(Phase::Stopping);
         if let Some(system) = self.system.take() {
             let _ = system.join();
@@ -576,6 +599,48 @@ fn join_cluster(
     Cluster::new(config.clone(), ports, names, metrics)
         .map(Arc::new)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+/// The placement of the placed kinds `routes` declare, if any: with leases
+/// when the cluster keeps state in JetStream, else here alone.
+fn start_placement(
+    config: &Config,
+    routes: &Routes,
+    house: &ActorHouse,
+    cluster: Option<&Arc<Cluster>>,
+    state: Option<&(StateHost, Option<Arc<StateFile>>)>,
+) -> io::Result<Option<Arc<Placed>>> {
+    let kinds: Vec<(String, PlacedFactory)> = routes
+        .spawns()
+        .iter()
+        .filter_map(|spec| match &spec.kind {
+            SpawnKind::Placed(factory) => Some((spec.address.clone(), Arc::clone(factory))),
+            _ => None,
+        })
+        .collect();
+    if kinds.is_empty() {
+        return Ok(None);
+    }
+    let shared = match (&config.state, cluster) {
+        (Some(StateConfig::JetStream { timeout, .. }), Some(cluster)) => {
+            let ttl = u64::try_from(config.placement_lease.as_millis()).unwrap_or(u64::MAX);
+            Some((Arc::clone(cluster), ttl.max(4), *timeout))
+        }
+        _ => None,
+    };
+    let placed = Placed::start(PlacedConfig {
+        kinds,
+        store: state.map(|(host, _)| Arc::clone(&host.store)),
+        state_metrics: state.map_or_else(Arc::default, |(host, _)| Arc::clone(&host.metrics)),
+        cluster: shared,
+        idle: config.placement_idle,
+        pollers: config.pollers.max(1),
+    })?;
+    placed.attach(house.directory());
+    house
+        .directory()
+        .place(Arc::clone(&placed) as Arc<dyn Placement>);
+    Ok(Some(placed))
 }
 
 /// The state store `config` names, opened, and the embedded file (which

@@ -3,6 +3,7 @@
 //! duration, loads by outcome, answers held and refused.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The upper bounds of the commit-duration buckets, in microseconds (then
@@ -91,6 +92,33 @@ impl StateMetrics {
             total
         });
         (buckets, self.commit_sum_us.load(Ordering::Relaxed))
+    }
+}
+
+/// The placement's counters, which `/metrics` shows.
+#[derive(Debug, Default)]
+pub(crate) struct PlacementMetrics {
+    /// Names activated here.
+    pub(crate) activations: AtomicU64,
+    /// Names taken over after another server's lease ran out.
+    pub(crate) failovers: AtomicU64,
+    /// Leases given up here (a drain, an idle name): handovers.
+    pub(crate) released: AtomicU64,
+    /// Leases lost here (a renewal refused, or not answered in time).
+    pub(crate) lost: AtomicU64,
+    /// Messages forwarded to the holder on another server.
+    pub(crate) forwarded: AtomicU64,
+    /// Active names here, by kind (a gauge each).
+    pub(crate) active: Mutex<Vec<(String, u64)>>,
+}
+
+impl PlacementMetrics {
+    /// `by` more (or fewer) names of `kind` are active here.
+    pub(crate) fn activated(&self, kind: &str, by: i64) {
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, count)) = active.iter_mut().find(|(k, _)| k == kind) {
+            *count = count.saturating_add_signed(by);
+        }
     }
 }
 

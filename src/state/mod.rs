@@ -13,6 +13,7 @@
 //! (`export_line`, `import_line`).
 
 pub(crate) mod book;
+pub(crate) mod lease;
 pub(crate) mod metrics;
 
 use std::fmt;
@@ -158,6 +159,13 @@ pub(crate) struct DurableEnv {
     /// message.
     pub(crate) wake: Wake,
     pub(crate) metrics: std::sync::Arc<metrics::StateMetrics>,
+    /// For a placed actor's activation: until when (`lease::now_ms`) it may
+    /// serve, which its lease moves on; past it, messages are refused.
+    pub(crate) serves_until: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Write the state as soon as it is read, before any answer leaves:
+    /// an activation taking a name over fences off any earlier one, whose
+    /// writes expect the revision this one moves past.
+    pub(crate) fence: bool,
 }
 
 /// The server's state store, as its durable actors get it.

@@ -1,0 +1,172 @@
+//! Placed actors across servers, on a real nats-server with JetStream: a
+//! name is active on one server, whichever got a message for it first, and
+//! the others forward to it; a holder that stops gives its names up and the
+//! next server takes each at once; an idle name is unloaded and given up.
+//! Exact bodies and the metrics that say where a name is, in both dispatch
+//! modes. `tests/placed_process.rs` kills and pauses holders.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::nats::Nats;
+use common::{config, start_with, Client, IO_TIMEOUT};
+use serde::{Deserialize, Serialize};
+use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
+use uppercut_mio_server::{
+    ActorRequest, ActorResponse, Config, Dispatch, Method, Routes, Server, StateConfig,
+};
+
+/// `POST` adds one and answers the count; `GET` answers it.
+#[derive(Serialize, Deserialize, Default)]
+struct Counter {
+    count: u64,
+}
+
+impl AnyActor for Counter {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            if request.request().method() == Method::Post {
+                self.count += 1;
+            }
+            request.respond(ActorResponse::text(format!("{}", self.count)));
+        }
+    }
+}
+
+/// Server `node` on `nats`, its `/count` the placed `counter@*` and
+/// `/carts/N` the placed `cart/N`, with the lease and idle times given.
+fn node(nats: &Nats, node: &str, dispatch: Dispatch, lease: Duration, idle: Duration) -> Server {
+    let routes = Routes::new()
+        .actor(&[Method::Get, Method::Post], "/count", "counter@*")
+        .spawn_placed("counter", |_| Counter::default());
+    let config = Config {
+        cluster: Some(nats.cluster(node)),
+        state: Some(StateConfig::JetStream {
+            timeout: Duration::from_secs(5),
+            replicas: 1,
+        }),
+        placement_lease: lease,
+        placement_idle: idle,
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..config(dispatch)
+    };
+    let server = start_with(&config, routes);
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while !server.cluster_ready() {
+        assert!(Instant::now() < deadline, "not ready");
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    server
+}
+
+/// `method /count` on `server`: its status line and body.
+fn count(server: &Server, method: &str) -> (String, String) {
+    let mut client = Client::connect(server.local_addr());
+    client.send(format!("{method} /count HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+    let response = common::text(&client.response(false));
+    let status = response.lines().next().unwrap_or_default().to_string();
+    let body = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}
+
+fn ok(body: &str) -> (String, String) {
+    ("HTTP/1.1 200 OK".to_string(), body.to_string())
+}
+
+/// A sample of `server`'s metrics page.
+fn sample(server: &Server, series: &str) -> u64 {
+    let mut client = Client::connect(server.metrics_addr().expect("metrics on"));
+    client.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+    let page = common::text(&client.response(false));
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{series} in {page}"))
+}
+
+const ACTIVE: &str = "uppercut_actor_active{actor=\"counter\"}";
+const LONG: Duration = Duration::from_secs(30);
+
+/// The first server to get a message for the name holds it; the other
+/// forwards there; one count for both, active on one.
+fn a_name_is_active_on_one_server_and_the_other_forwards(dispatch: Dispatch) {
+    let nats = Nats::start_jetstream("");
+    let a = node(&nats, "a", dispatch, LONG, LONG);
+    let b = node(&nats, "b", dispatch, LONG, LONG);
+    for n in 1..=6u64 {
+        let server = if n % 2 == 1 { &a } else { &b };
+        assert_eq!(count(server, "POST"), ok(&n.to_string()), "request {n}");
+    }
+    assert_eq!(sample(&a, ACTIVE), 1);
+    assert_eq!(sample(&b, ACTIVE), 0);
+    assert_eq!(sample(&a, "uppercut_placement_activations_total"), 1);
+    assert_eq!(sample(&b, "uppercut_placement_activations_total"), 0);
+    assert_eq!(sample(&b, "uppercut_placement_forwarded_total"), 3);
+    assert_eq!(sample(&a, "uppercut_placement_forwarded_total"), 0);
+}
+
+/// Posts on `server` until the count answers, at most `tries` times;
+/// how many 503s came first.
+fn post_until_answered(server: &Server, want: &str, tries: usize) -> usize {
+    for refused in 0..tries {
+        let (status, body) = count(server, "POST");
+        if status == "HTTP/1.1 200 OK" {
+            assert_eq!(body, want);
+            return refused;
+        }
+        assert_eq!(status, "HTTP/1.1 503 Service Unavailable", "{body}");
+    }
+    panic!("not answered after {tries} tries");
+}
+
+/// A holder that stops gives its names up: the next server takes the name
+/// at once (the lease lives 30 s: a take after it ran out would not come
+/// in this test), with the count where it was.
+fn a_stopped_holder_hands_its_names_over_at_once(dispatch: Dispatch) {
+    let nats = Nats::start_jetstream("");
+    let a = node(&nats, "a", dispatch, LONG, LONG);
+    let b = node(&nats, "b", dispatch, LONG, LONG);
+    assert_eq!(count(&a, "POST"), ok("1"));
+    assert_eq!(count(&b, "POST"), ok("2"));
+    drop(a);
+    // The forward to a may find it gone first: a 503 that forgets it.
+    let refused = post_until_answered(&b, "3", 3);
+    assert!(refused <= 1, "{refused} refusals");
+    assert_eq!(sample(&b, ACTIVE), 1);
+    assert_eq!(sample(&b, "uppercut_placement_activations_total"), 1);
+    assert_eq!(count(&b, "GET"), ok("3"));
+}
+
+/// A name with no message for the idle time is written, given up and
+/// unloaded: another server takes it at once, with its count.
+fn an_idle_name_is_unloaded_and_given_up(dispatch: Dispatch) {
+    let nats = Nats::start_jetstream("");
+    let idle = Duration::from_millis(200);
+    let a = node(&nats, "a", dispatch, LONG, idle);
+    let b = node(&nats, "b", dispatch, LONG, LONG);
+    assert_eq!(count(&a, "POST"), ok("1"));
+    assert_eq!(count(&a, "POST"), ok("2"));
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while sample(&a, ACTIVE) != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "still active after {IO_TIMEOUT:?}"
+        );
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(sample(&a, "uppercut_placement_handovers_total"), 1);
+    assert_eq!(count(&b, "POST"), ok("3"));
+    assert_eq!(sample(&b, ACTIVE), 1);
+}
+
+in_both_modes!(
+    a_name_is_active_on_one_server_and_the_other_forwards,
+    a_stopped_holder_hands_its_names_over_at_once,
+    an_idle_name_is_unloaded_and_given_up
+);

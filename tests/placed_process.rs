@@ -1,0 +1,202 @@
+//! Placed actors whose holder dies or stops, with the binary's `/count`
+//! (`--state jetstream`: the placed `counter@*`) on real processes and a
+//! real nats-server with JetStream: after `kill -9` of the holder, the
+//! count goes on from another server, from its last acknowledged value;
+//! a holder paused past its lease (`SIGSTOP`) and continued never writes
+//! again: it finds its lease gone, drops the name and forwards. And the
+//! crash checker (`common::crash`) over two servers whose holder is killed
+//! again and again: nothing answered is lost or answered twice.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::crash::History;
+use common::integrity::{seed, Rng};
+use common::nats::Nats;
+use common::process::{server_command, Running};
+
+/// A port nothing listens on now, for a metrics listener.
+fn free_port() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// The binary as node `node` on `nats`, `/count` placed, with metrics at
+/// `metrics` and a lease of `lease`.
+fn start_with_metrics(nats: &Nats, node: &str, lease: &str, metrics: &str) -> Running {
+    let command = server_command(&[
+        "--pollers",
+        "2",
+        "--nats",
+        &nats.url(),
+        "--node",
+        node,
+        "--state",
+        "jetstream",
+        "--placement-lease",
+        lease,
+        "--metrics",
+        metrics,
+    ]);
+    let server = Running::start(command);
+    wait_ready(&server);
+    server
+}
+
+/// The binary as node `node` on `nats`, `/count` placed, with a lease of
+/// `lease`.
+fn start(nats: &Nats, node: &str, lease: &str) -> Running {
+    start_with_metrics(nats, node, lease, "127.0.0.1:0")
+}
+
+/// Waits until `server` answers `GET /` (its links connect meanwhile).
+fn wait_ready(server: &Running) {
+    let mut client = common::Client::connect(server.addr);
+    client.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    let _ = client.response(false);
+}
+
+/// `POST /count` on `server`: its status line and body.
+fn post(server: &Running) -> (String, String) {
+    let mut client = common::Client::connect(server.addr);
+    client.send(b"POST /count HTTP/1.1\r\nHost: a\r\n\r\n");
+    let response = common::text(&client.response(false));
+    let status = response.lines().next().unwrap_or_default().to_string();
+    let body = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}
+
+fn ok(n: u64) -> (String, String) {
+    ("HTTP/1.1 200 OK".to_string(), format!("{n}\n"))
+}
+
+/// Posts on `server` until one is answered 200; that answer, and how long
+/// it took.
+fn post_until_answered(server: &Running) -> ((String, String), Duration) {
+    let started = Instant::now();
+    loop {
+        let answer = post(server);
+        if answer.0 == "HTTP/1.1 200 OK" {
+            return (answer, started.elapsed());
+        }
+        // Never a silent success: refused (503), or held by a holder that
+        // stopped answering until the route's reply timeout (504).
+        assert!(
+            answer.0 == "HTTP/1.1 503 Service Unavailable"
+                || answer.0 == "HTTP/1.1 504 Gateway Timeout",
+            "{answer:?}"
+        );
+        assert!(
+            started.elapsed() < common::IO_TIMEOUT,
+            "no server took the name: {answer:?}"
+        );
+        // A client's pause between retries, as a client would make.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn after_kill_9_of_the_holder_another_server_counts_on() {
+    let nats = Nats::start_jetstream("");
+    let mut a = start(&nats, "a", "1s");
+    let b = start(&nats, "b", "1s");
+    assert_eq!(post(&a), ok(1));
+    assert_eq!(post(&b), ok(2));
+    assert_eq!(post(&a), ok(3));
+    a.signal(libc::SIGKILL);
+    let _ = a.child.wait();
+    let (answer, took) = post_until_answered(&b);
+    assert_eq!(
+        answer,
+        ok(4),
+        "the count goes on from the last acknowledged"
+    );
+    eprintln!("failover after kill -9, 1 s lease: {took:?}");
+    assert_eq!(post(&b), ok(5));
+}
+
+/// A metric of the binary at `metrics` (its `metrics at` line).
+fn sample(metrics: std::net::SocketAddr, series: &str) -> u64 {
+    let mut client = common::Client::connect(metrics);
+    client.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+    let page = common::text(&client.response(false));
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{series} in {page}"))
+}
+
+#[test]
+fn a_holder_paused_past_its_lease_never_writes_again() {
+    let nats = Nats::start_jetstream("");
+    let metrics = free_port();
+    let a = start_with_metrics(&nats, "a", "1s", &metrics.to_string());
+    let b = start(&nats, "b", "1s");
+    assert_eq!(post(&a), ok(1));
+    let written = sample(metrics, "uppercut_state_writes_total{result=\"ok\"}");
+    a.signal(libc::SIGSTOP);
+    // b takes the name once a's lease has run out in JetStream.
+    let (answer, _) = post_until_answered(&b);
+    assert_eq!(answer, ok(2));
+    a.signal(libc::SIGCONT);
+    // a finds its lease gone (by its own clock, and by NATS): the count it
+    // answers is b's, forwarded, and it writes nothing.
+    let (answer, _) = post_until_answered(&a);
+    assert_eq!(answer, ok(3));
+    assert_eq!(post(&b), ok(4));
+    assert_eq!(
+        sample(metrics, "uppercut_state_writes_total{result=\"ok\"}"),
+        written,
+        "the paused holder wrote after its lease ran out"
+    );
+    assert_eq!(
+        sample(metrics, "uppercut_actor_active{actor=\"counter\"}"),
+        0
+    );
+}
+
+#[test]
+fn kill_9_of_holders_keeps_every_acknowledged_increment() {
+    let seed = seed();
+    let nats = Nats::start_jetstream("");
+    let mut servers = [start(&nats, "a", "1s"), start(&nats, "b", "1s")];
+    let history = History::new();
+    history.serve_at(servers.iter().map(|s| s.addr).collect());
+    let clients: Vec<_> = (0..8)
+        .map(|id| {
+            let history = history.clone();
+            std::thread::spawn(move || history.client(seed ^ id, "/count"))
+        })
+        .collect();
+    let mut rng = Rng::new(seed);
+    let kills = std::env::var("CRASH_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(2);
+    for round in 0..kills {
+        // When to kill: a random moment of the load, the fault itself.
+        std::thread::sleep(Duration::from_millis(200 + rng.below(500)));
+        let victim = rng.below(2) as usize;
+        servers[victim].signal(libc::SIGKILL);
+        let _ = servers[victim].child.wait();
+        let node = ["a", "b"][victim];
+        servers[victim] = start(&nats, node, "1s");
+        history.serve_at(servers.iter().map(|s| s.addr).collect());
+        eprintln!("round {round}: killed {node}");
+    }
+    std::thread::sleep(Duration::from_millis(200 + rng.below(500)));
+    history.stop();
+    for client in clients {
+        client.join().unwrap();
+    }
+    let (answer, _) = post_until_answered(&servers[0]);
+    let count: u64 = answer.1.trim().parse().unwrap();
+    // The count read is itself an increment.
+    let verdict = history.check(count - 1, &format!("seed {seed}"));
+    assert!(verdict.acked > 0, "seed {seed}: nothing was answered");
+    eprintln!("placed crash: seed {seed}, {kills} kills: {verdict:?}");
+}
