@@ -155,6 +155,12 @@ fn routes(config: &uppercut_mio_server::Config) -> Routes {
     let routes = match &config.state {
         Some(uppercut_mio_server::StateConfig::JetStream { .. }) => Routes::standard()
             .actor(&[Method::Get, Method::Post], "/count", "counter@*")
+            // Counters of their own: `/count/a`, `/count/b`, each placed.
+            .actor(
+                &[Method::Get, Method::Post],
+                "/count/{name}",
+                "counter/{name}@*",
+            )
             .spawn_placed("counter", |_| Counter { count: 0 }),
         _ => Routes::standard()
             .actor(&[Method::Get, Method::Post], "/count", "counter")

@@ -267,7 +267,9 @@ impl TestClient {
             }
             // A table with a remote route needs a cluster, which a test
             // client never joins: it refused the table.
-            CallPath::Remote(_) | CallPath::Placed(_) => drop(request),
+            CallPath::Remote(_) | CallPath::Placed(_) | CallPath::PlacedTemplate(_) => {
+                drop(request)
+            }
         }
         let deadline = Instant::now() + timeout;
         let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);

@@ -39,7 +39,9 @@ impl AnyActor for Counter {
 fn node(nats: &Nats, node: &str, dispatch: Dispatch, lease: Duration, idle: Duration) -> Server {
     let routes = Routes::new()
         .actor(&[Method::Get, Method::Post], "/count", "counter@*")
-        .spawn_placed("counter", |_| Counter::default());
+        .spawn_placed("counter", |_| Counter::default())
+        .actor(&[Method::Get, Method::Post], "/carts/{id}", "cart/{id}@*")
+        .spawn_placed("cart", |_| Counter::default());
     let config = Config {
         cluster: Some(nats.cluster(node)),
         state: Some(StateConfig::JetStream {
@@ -165,7 +167,46 @@ fn an_idle_name_is_unloaded_and_given_up(dispatch: Dispatch) {
     assert_eq!(sample(&b, ACTIVE), 1);
 }
 
+/// `method path` on `server`: its status line and body.
+fn exchange(server: &Server, method: &str, path: &str) -> (String, String) {
+    let mut client = Client::connect(server.local_addr());
+    client.send(format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+    let response = common::text(&client.response(false));
+    let status = response.lines().next().unwrap_or_default().to_string();
+    let body = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}
+
+/// Each name of a kind from the route's path parameters (`cart/{id}`) is
+/// an actor of its own, placed on its own; an id that cannot be a name is
+/// 400, saying why.
+fn names_from_the_path_are_actors_of_their_own(dispatch: Dispatch) {
+    let nats = Nats::start_jetstream("");
+    let a = node(&nats, "a", dispatch, LONG, LONG);
+    let b = node(&nats, "b", dispatch, LONG, LONG);
+    assert_eq!(exchange(&a, "POST", "/carts/1"), ok("1"));
+    assert_eq!(exchange(&b, "POST", "/carts/2"), ok("1"));
+    assert_eq!(exchange(&b, "POST", "/carts/1"), ok("2"));
+    assert_eq!(exchange(&a, "POST", "/carts/2"), ok("2"));
+    assert_eq!(sample(&a, "uppercut_actor_active{actor=\"cart\"}"), 1);
+    assert_eq!(sample(&b, "uppercut_actor_active{actor=\"cart\"}"), 1);
+    assert_eq!(
+        exchange(&a, "POST", "/carts/a%20b"),
+        (
+            "HTTP/1.1 400 Bad Request".to_string(),
+            "400 Bad Request: id \"a b\" is not a name: use letters, digits, '-', '_', '=' and \
+             '.'\n"
+                .to_string()
+        )
+    );
+}
+
 in_both_modes!(
+    names_from_the_path_are_actors_of_their_own,
     a_name_is_active_on_one_server_and_the_other_forwards,
     a_stopped_holder_hands_its_names_over_at_once,
     an_idle_name_is_unloaded_and_given_up

@@ -42,6 +42,9 @@ pub(crate) enum CallPath {
     Upstream,
     /// A placed actor's name, wherever it is active.
     Placed(Arc<str>),
+    /// A placed actor's name made from the request's path parameters
+    /// (`cart/{id}`), wherever it is active.
+    PlacedTemplate(Arc<str>),
     /// An actor on another server (`name@node`, or `name@*` when no actor
     /// here has the name), through the poller's NATS link.
     Remote(RemoteAddr),
@@ -244,7 +247,10 @@ impl ActorHouse {
                     let local_or_any = split_node(address)
                         .is_none_or(|(_, at)| Some(at) == node || at == ANY_NODE);
                     if local_or_any && placed_kind(routes, name).is_some() {
-                        return Ok(CallPath::Placed(name.into()));
+                        return Ok(match name.contains('{') {
+                            true => CallPath::PlacedTemplate(name.into()),
+                            false => CallPath::Placed(name.into()),
+                        });
                     }
                     let local = match split_node(address) {
                         // This node's own, or any node's where this one
@@ -398,6 +404,9 @@ fn check_routes(routes: &Routes, node: Option<&str>) -> io::Result<()> {
             continue;
         };
         match (split_node(address), node) {
+            // A placed name belongs to no node: anywhere in the cluster, or
+            // here without one.
+            (Some((name, at)), _) if placed_kind(routes, name).is_some() && at == ANY_NODE => {}
             // Another server's, or this one's when it has the name.
             (Some((name, at)), Some(node)) if at == node && !seen.contains(name) => {
                 return Err(no_actor(route, address));
@@ -418,7 +427,8 @@ fn check_routes(routes: &Routes, node: Option<&str>) -> io::Result<()> {
     Ok(())
 }
 
-/// The placed kind `name` is of (`kind`, or `kind/ID`), if any.
+/// The placed kind `name` is of (`kind`, or `kind/ID`, where the ID may
+/// be a template of path parameters, `kind/{id}`), if any.
 pub(crate) fn placed_kind<'a>(routes: &'a Routes, name: &str) -> Option<&'a str> {
     routes.spawns().iter().find_map(|spec| {
         let SpawnKind::Placed(_) = spec.kind else {

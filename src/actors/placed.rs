@@ -22,3 +22,40 @@ pub(crate) trait Placement: Send + Sync {
     /// answered 503 if this server is not the holder).
     fn deliver(&self, name: &str, envelope: Envelope, forwarded: bool, context: &RunContext<'_>);
 }
+
+/// The placed name an address template gives for `request`: each
+/// `{param}` of `template` (`cart/{id}`) replaced by that path
+/// parameter's value. A value that cannot be part of a name (a state key
+/// takes letters, digits, `-`, `_`, `=` and `.`) is refused, saying why.
+pub(crate) fn name_for(
+    template: &str,
+    request: &crate::routes::request::Request<'_>,
+) -> Result<String, String> {
+    let mut name = String::with_capacity(template.len() + 16);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        name.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}') else {
+            return Err(format!("address template {template:?}: an unclosed {{"));
+        };
+        let param = &rest[open + 1..open + close];
+        let value = request
+            .param(param)
+            .ok_or_else(|| format!("no path parameter {param:?}"))?;
+        let valid = !value.is_empty()
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_=.".contains(&b))
+            && !value.starts_with('.')
+            && !value.ends_with('.');
+        if !valid {
+            return Err(format!(
+                "{param} {value:?} is not a name: use letters, digits, '-', '_', '=' and '.'"
+            ));
+        }
+        name.push_str(&value);
+        rest = &rest[open + close + 1..];
+    }
+    name.push_str(rest);
+    Ok(name)
+}

@@ -166,8 +166,8 @@ pub(crate) struct PlacedConfig {
     pub(crate) store: Option<Arc<dyn StateStore>>,
     pub(crate) state_metrics: Arc<StateMetrics>,
     /// With a cluster on JetStream: the cluster, the leases' time to live
-    /// (ms) and the store's timeout.
-    pub(crate) cluster: Option<(Arc<Cluster>, u64, Duration)>,
+    /// (ms), the store's timeout and its buckets' replicas.
+    pub(crate) cluster: Option<(Arc<Cluster>, u64, Duration, usize)>,
     pub(crate) idle: Duration,
     pub(crate) pollers: usize,
 }
@@ -180,10 +180,10 @@ impl Placed {
             Some((cluster, ..)) => cluster.node().to_string(),
             None => String::new(),
         };
-        let leases = config.cluster.map(|(cluster, ttl, timeout)| {
+        let leases = config.cluster.map(|(cluster, ttl, timeout, replicas)| {
             let name = format!("{}_leases", cluster.config().prefix);
             Leases {
-                bucket: Bucket::new(Arc::clone(&cluster), name, 1, ttl, timeout),
+                bucket: Bucket::new(Arc::clone(&cluster), name, replicas, ttl, timeout),
                 cluster,
                 times: LeaseTimes::for_ttl(ttl),
             }

@@ -27,6 +27,7 @@ use uppercut::api::{AnyActor, AnySender, Envelope};
 
 use crate::actors::blocking_handler::HandlerJob;
 use crate::actors::house::CallPath;
+use crate::actors::placed::name_for;
 use crate::http::date::DATE_LEN;
 use crate::log_limit::WarnLimiter;
 use crate::net::transport::{Handshake, Transport};
@@ -34,6 +35,7 @@ use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
 use crate::routes::actor::ActorRequest;
+use crate::routes::actor_response::ActorResponse;
 use crate::routes::reply::{self, Outcome, ReplyTo};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::shared::Shared;
@@ -266,6 +268,25 @@ impl Connection {
                         placement.deliver(name, Envelope::of(request), false, &context)
                     }
                     // Dropped unanswered: 502 (never, once the server runs).
+                    None => drop(request),
+                }
+                expected.finish()
+            }
+            // A placed name made from the request's path parameters.
+            CallPath::PlacedTemplate(template) => {
+                let name = match name_for(template, &request.request()) {
+                    Ok(name) => name,
+                    Err(why) => {
+                        request.respond(ActorResponse::failure(400, &why));
+                        return None;
+                    }
+                };
+                let expected = reply::expect(shared.reply_queue_id(), id);
+                let context = shared.actor_context(sender);
+                match context.directory().placement() {
+                    Some(placement) => {
+                        placement.deliver(&name, Envelope::of(request), false, &context)
+                    }
                     None => drop(request),
                 }
                 expected.finish()

@@ -622,9 +622,9 @@ fn start_placement(
         return Ok(None);
     }
     let shared = match (&config.state, cluster) {
-        (Some(StateConfig::JetStream { timeout, .. }), Some(cluster)) => {
+        (Some(StateConfig::JetStream { timeout, replicas }), Some(cluster)) => {
             let ttl = u64::try_from(config.placement_lease.as_millis()).unwrap_or(u64::MAX);
-            Some((Arc::clone(cluster), ttl.max(4), *timeout))
+            Some((Arc::clone(cluster), ttl.max(4), *timeout, *replicas))
         }
         _ => None,
     };
