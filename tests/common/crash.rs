@@ -57,6 +57,11 @@ impl History {
         self.moved.notify_all();
     }
 
+    /// How many increments were answered 200 so far.
+    pub fn answers(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
     /// Stops the clients.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);

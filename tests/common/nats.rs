@@ -110,6 +110,77 @@ impl Nats {
         Nats::start_with("")
     }
 
+    /// A JetStream cluster of `size` nats-servers on loopback, routed to
+    /// one another, each with its own store (kept across restarts) and
+    /// `sync_interval: always` where the servers have it. Their JetStream
+    /// meta leader is elected before this returns.
+    pub fn jetstream_cluster(size: usize) -> Vec<Nats> {
+        let free = || {
+            let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            socket.local_addr().unwrap().port()
+        };
+        let clients: Vec<u16> = (0..size).map(|_| free()).collect();
+        let routes: Vec<u16> = (0..size).map(|_| free()).collect();
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let sync = match syncs_always() {
+            true => ", sync_interval: always",
+            false => "",
+        };
+        let nodes: Vec<Nats> = (0..size)
+            .map(|n| {
+                let store = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                    .join(format!("jetstream-cluster-{}-{id}-{n}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&store);
+                let others: Vec<String> = routes
+                    .iter()
+                    .enumerate()
+                    .filter(|&(m, _)| m != n)
+                    .map(|(_, port)| format!("\"nats-route://127.0.0.1:{port}\""))
+                    .collect();
+                let config = format!(
+                    "server_name: n{n}\njetstream {{ store_dir: \"{}\"{sync} }}\n\
+                     cluster {{ name: c{id}, listen: \"127.0.0.1:{}\", routes: [{}] }}",
+                    store.display(),
+                    routes[n],
+                    others.join(", ")
+                );
+                Nats::start_at(&config, clients[n])
+            })
+            .collect();
+        // JetStream answers once the cluster has a meta leader.
+        let deadline = Instant::now() + IO_TIMEOUT;
+        for node in &nodes {
+            while !node.jetstream_ready() {
+                assert!(Instant::now() < deadline, "no JetStream meta leader");
+                // A polling interval, not a wait standing in for the condition.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        nodes
+    }
+
+    /// Whether this node's JetStream answers (`/jsz`: a meta leader).
+    pub fn jetstream_ready(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(self.monitor) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
+        if stream.write_all(b"GET /jsz HTTP/1.0\r\n\r\n").is_err() {
+            return false;
+        }
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|jsz| {
+                jsz["meta_cluster"]["leader"]
+                    .as_str()
+                    .map(|l| !l.is_empty())
+            })
+            .unwrap_or(false)
+    }
+
     /// A nats-server with JetStream, its store in a directory of its own
     /// that a restart keeps, and every write on disk before it is
     /// acknowledged (`sync_interval: always`) where the server has the
@@ -133,7 +204,7 @@ impl Nats {
         ))
     }
 
-    fn start_at(config: &str, port: u16) -> Nats {
+    pub fn start_at(config: &str, port: u16) -> Nats {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
             "nats-{}-{}",
             std::process::id(),
