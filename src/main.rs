@@ -60,12 +60,14 @@ fn main() -> ExitCode {
         }
     }
     let files = server.static_site().map(|site| site.summary().files);
-    println!("{}", start_line(server.local_addr(), &config, files));
+    // A closed standard output (a supervisor that stopped reading it)
+    // must not stop the server: these lines are for whoever reads them.
+    say(&start_line(server.local_addr(), &config, files));
     if let Some(line) = more_listeners_line(server.listeners()) {
-        println!("{line}");
+        say(&line);
     }
     if let Some(addr) = server.metrics_addr() {
-        println!("metrics at http://{addr}/metrics");
+        say(&format!("metrics at http://{addr}/metrics"));
     }
     match server.run_until_signal() {
         true => ExitCode::SUCCESS,
@@ -119,6 +121,13 @@ fn import(config: &uppercut_mio_server::Config, file: &std::path::Path) -> ExitC
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `line` to standard output, if anyone still reads it.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// The exit status when the shutdown timeout closed connections with a

@@ -228,3 +228,51 @@ fn cpu_ticks(process: &Running) -> u64 {
         .collect();
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
+
+/// Standard output closed before the server writes to it (a supervisor
+/// that stopped reading it): the lines the server prints (the start line,
+/// where `/metrics` is) must not stop it.
+#[test]
+fn a_closed_standard_output_does_not_stop_the_server() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills the two descriptors it is given.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors are new and owned here alone.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut child = Command::new(BINARY)
+        .args(["--bind", &addr.to_string(), "--pollers", "1"])
+        .args(["--metrics", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    let stream = loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(stream) => break stream,
+            Err(e) => {
+                let exited = child.try_wait().unwrap();
+                assert!(exited.is_none(), "the server exited: {exited:?} ({e})");
+                assert!(std::time::Instant::now() < deadline, "{e}");
+                // A polling interval while the server starts.
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+    };
+    let mut client = common::Client::from_stream(stream);
+    client.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    common::assert_response(&client.response(false), common::HELLO);
+    // It stops as it should, when told: exit status 0, and no panic.
+    // SAFETY: a signal to our own child process, not yet waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+}

@@ -84,6 +84,9 @@ struct Awaited {
     deadline_ms: u64,
     /// The subject it was sent to, for a "no responders" answer.
     to: String,
+    /// Answered 504 here at its deadline (else forgotten: its asker has a
+    /// timeout of its own).
+    bounded: bool,
 }
 
 /// A JetStream request sent, awaiting its answer.
@@ -130,6 +133,8 @@ pub(crate) struct Link {
     awaited: HashMap<u64, Awaited>,
     /// JetStream requests sent (their ids are the calls' too).
     js_awaited: HashMap<u64, JsAwaited>,
+    /// Bounded requests among `awaited`.
+    bounded: usize,
     next_id: u64,
     /// Topics this link holds the subscription of, with their sids.
     topics: HashMap<String, u64>,
@@ -165,6 +170,7 @@ impl Link {
             answer_prefix: Bytes::from(answer_prefix),
             awaited: HashMap::new(),
             js_awaited: HashMap::new(),
+            bounded: 0,
             next_id: 0,
             topics: HashMap::new(),
             next_topic_sid: FIRST_TOPIC_SID,
@@ -185,8 +191,22 @@ impl Link {
             Conn::Connecting { since_ms, .. } => Some(since_ms + CONNECT_TIMEOUT_MS),
             Conn::Up(_) => None,
         };
-        // A JetStream request's timeout may come before the next sweep.
+        // A JetStream request's timeout may come before the next sweep, as
+        // may a bounded request's.
         let js = self.js_awaited.values().map(|js| js.deadline_ms).min();
+        let bounded = match self.bounded {
+            0 => None,
+            _ => self
+                .awaited
+                .values()
+                .filter(|awaited| awaited.bounded)
+                .map(|awaited| awaited.deadline_ms)
+                .min(),
+        };
+        let js = match (js, bounded) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match (conn, js) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -203,6 +223,7 @@ impl Link {
     /// JetStream requests past their timeout.
     pub(crate) fn tick(&mut self, registry: &Registry, now_ms: u64) {
         self.expire_js(now_ms);
+        self.expire_bounded(now_ms);
         let interval = self.cluster.config().ping_interval.as_millis() as u64;
         let stale = match &mut self.conn {
             Conn::Down { retry_ms } => {
@@ -230,8 +251,29 @@ impl Link {
     pub(crate) fn sweep(&mut self, now_ms: u64) {
         // A call's asker has its own timeout.
         self.awaited
-            .retain(|_, awaited| awaited.deadline_ms > now_ms);
+            .retain(|_, awaited| awaited.bounded || awaited.deadline_ms > now_ms);
+        self.expire_bounded(now_ms);
         self.expire_js(now_ms);
+    }
+
+    /// Answers 504 each bounded request past its deadline.
+    fn expire_bounded(&mut self, now_ms: u64) {
+        if self.bounded == 0 {
+            return;
+        }
+        let expired: Vec<u64> = self
+            .awaited
+            .iter()
+            .filter(|(_, awaited)| awaited.bounded && awaited.deadline_ms <= now_ms)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in expired {
+            if let Some(awaited) = self.awaited.remove(&id) {
+                self.bounded -= 1;
+                let why = format!("{} did not answer in time", describe_subject(&awaited.to));
+                awaited.reply_to.send(Outcome::Answered(failure(504, &why)));
+            }
+        }
     }
 
     /// Tells each JetStream request past its timeout that its answer is
@@ -323,6 +365,7 @@ impl Link {
         };
         self.set_ready(false);
         let lost = SendError::Unreachable;
+        self.bounded = 0;
         for (_, awaited) in self.awaited.drain() {
             awaited
                 .reply_to
@@ -692,6 +735,9 @@ impl Link {
         let Some(awaited) = self.awaited.remove(&id) else {
             return metrics.dropped(Dropped::Late);
         };
+        if awaited.bounded {
+            self.bounded -= 1;
+        }
         let reply_to = awaited.reply_to;
         metrics.call(awaited.started.elapsed());
         let outcome = match (status, codec::read(&msg.headers, msg.payload)) {
@@ -766,6 +812,7 @@ impl Link {
                 subject,
                 request,
                 timeout,
+                bounded,
             } => {
                 self.next_id += 1;
                 let id = self.next_id;
@@ -785,8 +832,13 @@ impl Link {
                         metrics.sent(Carried::Request, size);
                         let (_, reply_to) = request.into_parts();
                         if let Some(reply_to) = reply_to {
-                            // A moment past the asker's own timeout.
-                            let deadline_ms = now_ms + timeout.as_millis() as u64 + 1_000;
+                            // A moment past the asker's own timeout, or
+                            // its own when bounded.
+                            let slack = if bounded { 0 } else { 1_000 };
+                            let deadline_ms = now_ms + timeout.as_millis() as u64 + slack;
+                            if bounded {
+                                self.bounded += 1;
+                            }
                             self.awaited.insert(
                                 id,
                                 Awaited {
@@ -794,6 +846,7 @@ impl Link {
                                     started: Instant::now(),
                                     deadline_ms,
                                     to: subject,
+                                    bounded,
                                 },
                             );
                         }

@@ -207,7 +207,20 @@ impl Cluster {
         timeout: Duration,
     ) {
         let subject = self.subject(to);
-        let _ = self.push_request(self.port(poller), subject, request, timeout);
+        let _ = self.push_request(self.port(poller), subject, request, timeout, false);
+    }
+
+    /// As `request`, and answered 504 by the link itself if no answer
+    /// came within `timeout` (a placed name's holder that may be paused).
+    pub(crate) fn request_bounded(
+        &self,
+        poller: usize,
+        to: &RemoteAddr,
+        request: ActorRequest,
+        timeout: Duration,
+    ) {
+        let subject = self.subject(to);
+        let _ = self.push_request(self.port(poller), subject, request, timeout, true);
     }
 
     fn push_request(
@@ -216,11 +229,13 @@ impl Cluster {
         subject: String,
         request: ActorRequest,
         timeout: Duration,
+        bounded: bool,
     ) -> Result<(), SendError> {
         let item = Outbound::Request {
             subject,
             request,
             timeout,
+            bounded,
         };
         let Err(refused) = port.push(item, Admit::Bounded) else {
             return Ok(());
@@ -261,7 +276,7 @@ impl Remote for Cluster {
         let message = match envelope.message.downcast::<ActorRequest>() {
             Ok(request) => {
                 let timeout = self.config.call_timeout;
-                return self.push_request(port, self.subject(to), *request, timeout);
+                return self.push_request(port, self.subject(to), *request, timeout, false);
             }
             Err(message) => message,
         };

@@ -434,9 +434,12 @@ impl Placed {
                     ),
                     None => ActorRequest::unanswerable(parts),
                 };
+                // The holder may be paused, holding it: answered 504 once
+                // a lease's time has passed, and the holder read again.
+                let bound = Duration::from_millis(leases.times.ttl).min(timeout);
                 leases
                     .cluster
-                    .request(poller.unwrap_or(0), &to, request, timeout);
+                    .request_bounded(poller.unwrap_or(0), &to, request, bound);
             }
             Err(message) => {
                 let envelope = Envelope {
@@ -825,10 +828,13 @@ impl fmt::Debug for Watch {
 impl ReplySink for Watch {
     fn send(self: Box<Self>, outcome: Outcome) {
         if let Outcome::Answered(response) = &outcome {
-            let gone = response.status() == 503
-                && response
+            let gone = match response.status() {
+                503 => response
                     .cause()
-                    .is_some_and(|cause| cause.starts_with("no server serves"));
+                    .is_some_and(|cause| cause.starts_with("no server serves")),
+                504 => true,
+                _ => false,
+            };
             if gone {
                 if let Some(placed) = self.placed.upgrade() {
                     placed.forget_holder(&self.name);

@@ -42,6 +42,10 @@ pub(crate) enum Outbound {
         request: ActorRequest,
         /// How long its answer is awaited (its asker's own timeout).
         timeout: Duration,
+        /// Past `timeout` the link answers it 504 itself, rather than
+        /// leave it to its asker's own timeout (a request forwarded to a
+        /// placed name's holder, which may be paused).
+        bounded: bool,
     },
     /// The answer to another server's request, to its reply subject.
     Answer { reply: Bytes, outcome: Outcome },

@@ -33,6 +33,8 @@ pub struct History {
     /// The highest value an increment was answered with.
     max_acked: AtomicU64,
     acked: Mutex<Vec<u64>>,
+    /// When each was answered.
+    acked_at: Mutex<Vec<Instant>>,
     /// Reads that went backwards, as said.
     backwards: Mutex<Vec<String>>,
     unknown: AtomicU64,
@@ -62,6 +64,12 @@ impl History {
         self.acked.lock().unwrap().len()
     }
 
+    /// When the first increment answered 200 after `since` was answered.
+    pub fn first_answer_after(&self, since: Instant) -> Option<Instant> {
+        let at = self.acked_at.lock().unwrap();
+        at.iter().copied().filter(|&t| t > since).min()
+    }
+
     /// Stops the clients.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -77,7 +85,7 @@ impl History {
             let Some(addr) = self.addr(&mut rng) else {
                 continue;
             };
-            let Ok(mut stream) = TcpStream::connect(addr) else {
+            let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
                 // Dying or not yet up: the driver says when it is.
                 self.wait_for_change(addr);
                 continue;
@@ -99,6 +107,7 @@ impl History {
                             ));
                         }
                         self.acked.lock().unwrap().push(value);
+                        self.acked_at.lock().unwrap().push(Instant::now());
                         self.max_acked.fetch_max(value, Ordering::SeqCst);
                     }
                     Some(_) => {

@@ -115,6 +115,12 @@ impl Nats {
     /// `sync_interval: always` where the servers have it. Their JetStream
     /// meta leader is elected before this returns.
     pub fn jetstream_cluster(size: usize) -> Vec<Nats> {
+        Nats::jetstream_cluster_on("127.0.0.1", size)
+    }
+
+    /// As `jetstream_cluster`, the clients' port on `host` (`0.0.0.0`: every
+    /// address, for servers in other network namespaces).
+    pub fn jetstream_cluster_on(host: &str, size: usize) -> Vec<Nats> {
         let free = || {
             let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             socket.local_addr().unwrap().port()
@@ -144,7 +150,7 @@ impl Nats {
                     routes[n],
                     others.join(", ")
                 );
-                Nats::start_at(&config, clients[n])
+                Nats::start_on(host, &config, clients[n])
             })
             .collect();
         // JetStream answers once the cluster has a meta leader.
@@ -205,6 +211,11 @@ impl Nats {
     }
 
     pub fn start_at(config: &str, port: u16) -> Nats {
+        Nats::start_on("127.0.0.1", config, port)
+    }
+
+    /// A nats-server whose clients' port is `port` on `host`.
+    pub fn start_on(host: &str, config: &str, port: u16) -> Nats {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
             "nats-{}-{}",
             std::process::id(),
@@ -219,7 +230,7 @@ impl Nats {
         };
         std::fs::write(
             &file,
-            format!("listen: \"127.0.0.1:{port}\"\nhttp: \"127.0.0.1:-1\"\n{config}\n"),
+            format!("listen: \"{host}:{port}\"\nhttp: \"127.0.0.1:-1\"\n{config}\n"),
         )
         .unwrap();
         let mut child = Command::new(binary())
@@ -324,14 +335,16 @@ impl Nats {
     pub fn restart_after(&mut self, meanwhile: impl FnOnce()) {
         self.kill();
         meanwhile();
-        *self = Nats::start_at(&self.config.clone(), self.addr.port());
+        let host = self.addr.ip().to_string();
+        *self = Nats::start_on(&host, &self.config.clone(), self.addr.port());
     }
 
     /// Stops it (SIGKILL) and starts it again on the same port, with
     /// `config` in place of what it had.
     pub fn restart_with(&mut self, config: &str) {
         self.kill();
-        *self = Nats::start_at(config, self.addr.port());
+        let host = self.addr.ip().to_string();
+        *self = Nats::start_on(&host, config, self.addr.port());
     }
 
     /// Sends SIGSTOP (`true`) and waits until every thread of it has
@@ -440,6 +453,33 @@ impl RawNats {
         let payload: Vec<u8> = self.pending.drain(..len).collect();
         self.pending.drain(..2);
         payload
+    }
+
+    /// Sends `body` to `subject` and returns the payload of the answer
+    /// (subscribed and asked on an inbox of its own).
+    pub fn request(&mut self, subject: &str, body: &[u8]) -> Vec<u8> {
+        self.send(b"SUB _upc_test_inbox.* 77\r\n");
+        self.send(format!("PUB {subject} _upc_test_inbox.1 {}\r\n", body.len()).as_bytes());
+        self.send(body);
+        self.send(b"\r\n");
+        loop {
+            let line = self.line();
+            let parts: Vec<&str> = line.split(' ').collect();
+            match parts.first() {
+                Some(&"MSG") | Some(&"HMSG") => {
+                    let len = parts.last().and_then(|n| n.parse().ok()).unwrap_or(0);
+                    let payload = self.payload(len);
+                    self.send(b"UNSUB 77\r\n");
+                    // An HMSG's headers come first: the payload follows them.
+                    if parts[0] == "HMSG" {
+                        let headers: usize = parts[parts.len() - 2].parse().unwrap_or(0);
+                        return payload[headers.min(payload.len())..].to_vec();
+                    }
+                    return payload;
+                }
+                _ => continue,
+            }
+        }
     }
 
     /// Waits until the server has handled what was sent before.
