@@ -72,10 +72,10 @@ later=(
 # The cargo test arguments that test one module.
 tests_for() {
     case "$1" in
-    src/http/*) echo "--lib --test rfc --test errors --test http --test property" ;;
     src/static_files/* | src/http/percent.rs)
         echo "--lib --test static_files --test static_ranges --test static_paths --test static_reload"
         ;;
+    src/http/*) echo "--lib --test rfc --test errors --test http --test property" ;;
     src/runtime/timeouts.rs) echo "--lib --test reliability --test metrics --test actor_routes" ;;
     src/runtime/balance.rs) echo "--lib --test balance" ;;
     src/runtime/wakeup.rs) echo "--lib --test liveness --test balance" ;;

@@ -34,6 +34,8 @@ USAGE
 
 # shellcheck source=scripts/messages.sh
 . "$(dirname "$0")/messages.sh"
+# shellcheck source=scripts/nats-server.sh
+. "$(dirname "$0")/nats-server.sh"
 
 while (($#)); do
     if [[ $1 == --*=* ]]; then set -- "${1%%=*}" "${1#*=}" "${@:2}"; fi
@@ -58,23 +60,7 @@ done
 [[ -z $SEED || $SEED =~ ^[0-9]+$ ]] || usage_error "--seed wants a number"
 
 cd "$REPO_DIR"
-if [[ -z ${NATS_SERVER:-} ]]; then
-    minor=$(nats-server --version 2>/dev/null | sed -n 's/.*v2\.\([0-9]*\)\..*/\1/p' || true)
-    if [[ -z $minor || $minor -lt 10 ]]; then
-        go=$(command -v go || echo /usr/local/go/bin/go)
-        if [[ -x $go ]]; then
-            if [[ ! -x target/nats-server-2.12/nats-server ]]; then
-                say "== nats-server ${minor:+2.$minor }takes no sync_interval: building v2.12.3 (once)"
-                GOBIN=$REPO_DIR/target/nats-server-2.12 "$go" install \
-                    github.com/nats-io/nats-server/v2@v2.12.3 || die "go install nats-server failed"
-            fi
-            export NATS_SERVER=$REPO_DIR/target/nats-server-2.12/nats-server
-        else
-            say "== nats-server 2.$minor and no Go: NATS runs without sync_interval: always"
-        fi
-    fi
-fi
-say "== nats-server: $("${NATS_SERVER:-nats-server}" --version)"
+use_nats_that_syncs "$REPO_DIR"
 say "== build: nice cargo test --release --test placed_chaos --no-run"
 nice -n 10 cargo test --release --test placed_chaos --no-run >/dev/null 2>&1 ||
     die "the build failed: cargo test --release --test placed_chaos --no-run"

@@ -34,6 +34,8 @@ USAGE
 
 # shellcheck source=scripts/messages.sh
 . "$(dirname "$0")/messages.sh"
+# shellcheck source=scripts/nats-server.sh
+. "$(dirname "$0")/nats-server.sh"
 
 while (($#)); do
     if [[ $1 == --*=* ]]; then set -- "${1%%=*}" "${1#*=}" "${@:2}"; fi
@@ -62,23 +64,8 @@ for store in $STORES; do
 done
 
 cd "$REPO_DIR"
-# A nats-server that takes sync_interval.
-if [[ $STORES == *jetstream* && -z ${NATS_SERVER:-} ]]; then
-    minor=$(nats-server --version 2>/dev/null | sed -n 's/.*v2\.\([0-9]*\)\..*/\1/p' || true)
-    if [[ -z $minor || $minor -lt 10 ]]; then
-        go=$(command -v go || echo /usr/local/go/bin/go)
-        if [[ -x $go ]]; then
-            if [[ ! -x target/nats-server-2.12/nats-server ]]; then
-                say "== nats-server ${minor:+2.$minor }takes no sync_interval: building v2.12.3 (once)"
-                GOBIN=$REPO_DIR/target/nats-server-2.12 "$go" install \
-                    github.com/nats-io/nats-server/v2@v2.12.3 || die "go install nats-server failed"
-            fi
-            export NATS_SERVER=$REPO_DIR/target/nats-server-2.12/nats-server
-        else
-            say "== nats-server 2.$minor and no Go: JetStream runs without sync_interval: always"
-        fi
-    fi
-    say "== nats-server: $("${NATS_SERVER:-nats-server}" --version)"
+if [[ $STORES == *jetstream* ]]; then
+    use_nats_that_syncs "$REPO_DIR"
 fi
 
 say "== build: nice cargo test --release --test durable_crash --no-run"

@@ -12,31 +12,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::durable::{self, answer, Counter};
 use common::{config, start_with, Client, IO_TIMEOUT};
 use serde::{Deserialize, Serialize};
 use uppercut_mio_server::fault::hold_state_commits;
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{
-    ActorRequest, ActorResponse, Config, Dispatch, Method, Routes, Server, StateConfig,
-};
-
-/// A counter whose count is its state: `POST` adds one and answers the
-/// count, `GET` answers it.
-#[derive(Serialize, Deserialize, Default)]
-struct Counter {
-    count: u64,
-}
-
-impl AnyActor for Counter {
-    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
-        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
-            if request.request().method() == Method::Post {
-                self.count += 1;
-            }
-            request.respond(ActorResponse::text(format!("{}", self.count)));
-        }
-    }
-}
+use uppercut_mio_server::{Config, Dispatch, Method, Routes, Server, StateConfig};
 
 /// A directory of its own for one test's state.
 fn fresh_dir(name: &str) -> PathBuf {
@@ -76,26 +57,9 @@ fn request(method: &str, path: &str) -> Vec<u8> {
     format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n").into_bytes()
 }
 
-/// The body of the next response on `client`, with its status line.
-fn answer(client: &mut Client) -> (String, String) {
-    let response = common::text(&client.response(false));
-    let status = response.lines().next().unwrap_or_default().to_string();
-    let body = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (status, body)
-}
-
-/// A sample of `server`'s metrics page.
+/// A metric of `server`.
 fn sample(server: &Server, series: &str) -> u64 {
-    let mut client = Client::connect(server.metrics_addr().expect("metrics on"));
-    client.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
-    let page = common::text(&client.response(false));
-    page.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{series} in {page}"))
+    durable::sample(server.metrics_addr().expect("metrics on"), series)
 }
 
 /// Waits until `series` on `server` reads `value`.

@@ -10,30 +10,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::durable::{exchange, ok, wait_cluster_ready, Counter};
 use common::nats::Nats;
-use common::{config, start_with, Client, IO_TIMEOUT};
-use serde::{Deserialize, Serialize};
-use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{
-    ActorRequest, ActorResponse, Config, Dispatch, Method, Routes, Server, StateConfig,
-};
-
-/// `POST` adds one and answers the count; `GET` answers it.
-#[derive(Serialize, Deserialize, Default)]
-struct Counter {
-    count: u64,
-}
-
-impl AnyActor for Counter {
-    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
-        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
-            if request.request().method() == Method::Post {
-                self.count += 1;
-            }
-            request.respond(ActorResponse::text(format!("{}", self.count)));
-        }
-    }
-}
+use common::{config, start_with};
+use uppercut_mio_server::{Config, Dispatch, Method, Routes, Server, StateConfig};
 
 /// Server `node` on `nats`, its durable `counter` at `/count` (or, with
 /// `route_to`, `/count` routed there), its state in JetStream.
@@ -60,31 +40,13 @@ fn node(
         ..config(dispatch)
     };
     let server = start_with(&config, routes);
-    let deadline = std::time::Instant::now() + IO_TIMEOUT;
-    while !server.cluster_ready() {
-        assert!(std::time::Instant::now() < deadline, "not ready");
-        // A polling interval, not a wait standing in for the condition.
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_cluster_ready(&server);
     server
 }
 
-/// The status line and body of `method /count` on `server`.
+/// `method /count` on `server`.
 fn count(server: &Server, method: &str) -> (String, String) {
-    let mut client = Client::connect(server.local_addr());
-    client.send(format!("{method} /count HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
-    let response = common::text(&client.response(false));
-    let status = response.lines().next().unwrap_or_default().to_string();
-    let body = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (status, body)
-}
-
-fn ok(body: &str) -> (String, String) {
-    ("HTTP/1.1 200 OK".to_string(), body.to_string())
+    exchange(server.local_addr(), method, "/count")
 }
 
 fn unavailable(body: &str) -> (String, String) {

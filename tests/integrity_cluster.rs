@@ -66,15 +66,6 @@ impl WebSocket for Talker {
     }
 }
 
-fn wait_ready(server: &Server) {
-    let deadline = std::time::Instant::now() + IO_TIMEOUT;
-    while !server.cluster_ready() {
-        assert!(std::time::Instant::now() < deadline, "not ready");
-        // A polling interval, not a wait standing in for the condition.
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-}
-
 /// Server `node` of a cluster on `nats`, with a small NATS buffer and
 /// metrics.
 fn node(nats: &Nats, node: &str, dispatch: Dispatch, routes: Routes) -> Server {
@@ -86,19 +77,13 @@ fn node(nats: &Nats, node: &str, dispatch: Dispatch, routes: Routes) -> Server {
         ..common::config(dispatch)
     };
     let server = start_with(&config, routes);
-    wait_ready(&server);
+    common::durable::wait_cluster_ready(&server);
     server
 }
 
-/// A sample of the metrics page of `server`.
+/// A metric of `server`.
 fn sample(server: &Server, series: &str) -> u64 {
-    let addr = server.metrics_addr().expect("metrics on");
-    let mut client = common::Client::connect(addr);
-    client.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
-    let page = common::text(&client.response(false));
-    page.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{series} in {page}"))
+    common::durable::sample(server.metrics_addr().expect("metrics on"), series)
 }
 
 /// Members (one fast, one slow) and a talker on each of `servers`
@@ -676,7 +661,7 @@ fn a_room_across_servers_survives_nats_faults(dispatch: Dispatch) {
     let (mut lost, mut faults) = (0, 0);
     for round in 0..rounds() {
         for node in &nodes {
-            wait_ready(node);
+            common::durable::wait_cluster_ready(node);
         }
         let streams: Vec<Vec<usize>> = (0..nodes.len())
             .map(|_| {
@@ -754,7 +739,7 @@ fn a_room_across_servers_survives_nats_faults(dispatch: Dispatch) {
         });
         // NATS is back: each talker's end reaches every member.
         for node in &nodes {
-            wait_ready(node);
+            common::durable::wait_cluster_ready(node);
         }
         nats.wait_for_subscribers("upc.t.room", nodes.len());
         for (stream, mut talker) in talkers_done.into_iter().enumerate() {

@@ -9,30 +9,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::durable::{self, exchange, ok, wait_cluster_ready, Counter};
 use common::nats::Nats;
-use common::{config, start_with, Client, IO_TIMEOUT};
-use serde::{Deserialize, Serialize};
-use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
-use uppercut_mio_server::{
-    ActorRequest, ActorResponse, Config, Dispatch, Method, Routes, Server, StateConfig,
-};
-
-/// `POST` adds one and answers the count; `GET` answers it.
-#[derive(Serialize, Deserialize, Default)]
-struct Counter {
-    count: u64,
-}
-
-impl AnyActor for Counter {
-    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
-        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
-            if request.request().method() == Method::Post {
-                self.count += 1;
-            }
-            request.respond(ActorResponse::text(format!("{}", self.count)));
-        }
-    }
-}
+use common::{config, start_with, IO_TIMEOUT};
+use uppercut_mio_server::{Config, Dispatch, Method, Routes, Server, StateConfig};
 
 /// Server `node` on `nats`, its `/count` the placed `counter@*` and
 /// `/carts/N` the placed `cart/N`, with the lease and idle times given.
@@ -54,41 +34,18 @@ fn node(nats: &Nats, node: &str, dispatch: Dispatch, lease: Duration, idle: Dura
         ..config(dispatch)
     };
     let server = start_with(&config, routes);
-    let deadline = Instant::now() + IO_TIMEOUT;
-    while !server.cluster_ready() {
-        assert!(Instant::now() < deadline, "not ready");
-        // A polling interval, not a wait standing in for the condition.
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_cluster_ready(&server);
     server
 }
 
-/// `method /count` on `server`: its status line and body.
+/// `method /count` on `server`.
 fn count(server: &Server, method: &str) -> (String, String) {
-    let mut client = Client::connect(server.local_addr());
-    client.send(format!("{method} /count HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
-    let response = common::text(&client.response(false));
-    let status = response.lines().next().unwrap_or_default().to_string();
-    let body = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (status, body)
+    exchange(server.local_addr(), method, "/count")
 }
 
-fn ok(body: &str) -> (String, String) {
-    ("HTTP/1.1 200 OK".to_string(), body.to_string())
-}
-
-/// A sample of `server`'s metrics page.
+/// A metric of `server`.
 fn sample(server: &Server, series: &str) -> u64 {
-    let mut client = Client::connect(server.metrics_addr().expect("metrics on"));
-    client.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
-    let page = common::text(&client.response(false));
-    page.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{series} in {page}"))
+    durable::sample(server.metrics_addr().expect("metrics on"), series)
 }
 
 const ACTIVE: &str = "uppercut_actor_active{actor=\"counter\"}";
@@ -167,20 +124,6 @@ fn an_idle_name_is_unloaded_and_given_up(dispatch: Dispatch) {
     assert_eq!(sample(&b, ACTIVE), 1);
 }
 
-/// `method path` on `server`: its status line and body.
-fn exchange(server: &Server, method: &str, path: &str) -> (String, String) {
-    let mut client = Client::connect(server.local_addr());
-    client.send(format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
-    let response = common::text(&client.response(false));
-    let status = response.lines().next().unwrap_or_default().to_string();
-    let body = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (status, body)
-}
-
 /// Each name of a kind from the route's path parameters (`cart/{id}`) is
 /// an actor of its own, placed on its own; an id that cannot be a name is
 /// 400, saying why.
@@ -188,14 +131,14 @@ fn names_from_the_path_are_actors_of_their_own(dispatch: Dispatch) {
     let nats = Nats::start_jetstream("");
     let a = node(&nats, "a", dispatch, LONG, LONG);
     let b = node(&nats, "b", dispatch, LONG, LONG);
-    assert_eq!(exchange(&a, "POST", "/carts/1"), ok("1"));
-    assert_eq!(exchange(&b, "POST", "/carts/2"), ok("1"));
-    assert_eq!(exchange(&b, "POST", "/carts/1"), ok("2"));
-    assert_eq!(exchange(&a, "POST", "/carts/2"), ok("2"));
+    assert_eq!(exchange(a.local_addr(), "POST", "/carts/1"), ok("1"));
+    assert_eq!(exchange(b.local_addr(), "POST", "/carts/2"), ok("1"));
+    assert_eq!(exchange(b.local_addr(), "POST", "/carts/1"), ok("2"));
+    assert_eq!(exchange(a.local_addr(), "POST", "/carts/2"), ok("2"));
     assert_eq!(sample(&a, "uppercut_actor_active{actor=\"cart\"}"), 1);
     assert_eq!(sample(&b, "uppercut_actor_active{actor=\"cart\"}"), 1);
     assert_eq!(
-        exchange(&a, "POST", "/carts/a%20b"),
+        exchange(a.local_addr(), "POST", "/carts/a%20b"),
         (
             "HTTP/1.1 400 Bad Request".to_string(),
             "400 Bad Request: id \"a b\" is not a name: use letters, digits, '-', '_', '=' and \

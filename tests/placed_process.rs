@@ -12,6 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::crash::History;
+use common::durable::{exchange, sample};
 use common::integrity::{seed, Rng};
 use common::nats::Nats;
 use common::process::{server_command, Running};
@@ -57,20 +58,12 @@ fn wait_ready(server: &Running) {
     let _ = client.response(false);
 }
 
-/// `POST /count` on `server`: its status line and body.
+/// `POST /count` on `server`.
 fn post(server: &Running) -> (String, String) {
-    let mut client = common::Client::connect(server.addr);
-    client.send(b"POST /count HTTP/1.1\r\nHost: a\r\n\r\n");
-    let response = common::text(&client.response(false));
-    let status = response.lines().next().unwrap_or_default().to_string();
-    let body = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (status, body)
+    exchange(server.addr, "POST", "/count")
 }
 
+/// The binary's count `n`, as `exchange` says it.
 fn ok(n: u64) -> (String, String) {
     ("HTTP/1.1 200 OK".to_string(), format!("{n}\n"))
 }
@@ -118,16 +111,6 @@ fn after_kill_9_of_the_holder_another_server_counts_on() {
     );
     eprintln!("failover after kill -9, 1 s lease: {took:?}");
     assert_eq!(post(&b), ok(5));
-}
-
-/// A metric of the binary at `metrics` (its `metrics at` line).
-fn sample(metrics: std::net::SocketAddr, series: &str) -> u64 {
-    let mut client = common::Client::connect(metrics);
-    client.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
-    let page = common::text(&client.response(false));
-    page.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{series} in {page}"))
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 pub mod alloc;
 pub mod crash;
+pub mod durable;
 pub mod h2client;
 pub mod integrity;
 pub mod integrity_http;
