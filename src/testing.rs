@@ -68,7 +68,9 @@ use uppercut::api::Envelope;
 
 use crate::actors::blocking_handler::HandlerJob;
 use crate::actors::house::{ActorHouse, CallPath};
+use crate::actors::placed::name_for;
 use crate::actors::port::{PollerPort, PortWork};
+use crate::cluster::placement::Placed;
 use crate::config::Config;
 use crate::http::date::{format_imf_fixdate, unix_seconds, DATE_LEN};
 use crate::http::method::Method;
@@ -77,7 +79,7 @@ use crate::routes::actor::ActorRequest;
 use crate::routes::actor_response::ActorResponse;
 use crate::routes::reply::{Outcome, ReplySink, ReplyTo};
 use crate::routes::Routes;
-use crate::runtime::server::configured;
+use crate::runtime::server::{configured, start_placement};
 
 /// What the client waits for: an answer to a call, or work left in the
 /// port that stands for its poller.
@@ -100,6 +102,8 @@ pub struct TestClient {
     events: Mutex<mpsc::Receiver<Event>>,
     next_call: AtomicU64,
     peer: Option<SocketAddr>,
+    /// Placed actors' names, all activated here.
+    placed: Option<Arc<Placed>>,
 }
 
 impl TestClient {
@@ -123,7 +127,10 @@ impl TestClient {
             let _ = wake.send(Event::Port);
         })));
         let house = ActorHouse::start(&routes, vec![Arc::clone(&port)], None, None)?;
+        // Placed names are all here: no cluster to share them with.
+        let placed = start_placement(config, &routes, &house, None, None)?;
         Ok(TestClient {
+            placed,
             paths: house.paths(0),
             routes: Arc::new(routes),
             house,
@@ -265,11 +272,14 @@ impl TestClient {
                 let cause = "a test client has no upstream pool";
                 request.respond(ActorResponse::failure(502, cause));
             }
+            CallPath::Placed(name) => self.place(name, request),
+            CallPath::PlacedTemplate(template) => match name_for(template, &request.request()) {
+                Ok(name) => self.place(&name, request),
+                Err(why) => request.respond(ActorResponse::failure(400, &why)),
+            },
             // A table with a remote route needs a cluster, which a test
             // client never joins: it refused the table.
-            CallPath::Remote(_) | CallPath::Placed(_) | CallPath::PlacedTemplate(_) => {
-                drop(request)
-            }
+            CallPath::Remote(_) => drop(request),
         }
         let deadline = Instant::now() + timeout;
         let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
@@ -284,6 +294,15 @@ impl TestClient {
                 Ok(Event::Port) => self.run_port(),
                 Err(_) => return CallEnd::TimedOut,
             }
+        }
+    }
+
+    /// Hands `request` to placed `name`, activated here.
+    fn place(&self, name: &str, request: ActorRequest) {
+        let context = self.house.context_without_system(0);
+        match context.directory().placement() {
+            Some(placement) => placement.deliver(name, Envelope::of(request), false, &context),
+            None => drop(request),
         }
     }
 
@@ -303,6 +322,9 @@ impl TestClient {
 
 impl Drop for TestClient {
     fn drop(&mut self) {
+        if let Some(placed) = &self.placed {
+            placed.stop();
+        }
         self.house.stop();
     }
 }

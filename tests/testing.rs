@@ -351,3 +351,51 @@ fn refuses_what_a_server_refuses() {
         .handler(&[Method::Get], "/a/{y}", |_, _| {});
     assert!(TestClient::new(overlapping).is_err());
 }
+
+/// A cart whose state is its items: each POST adds the body.
+#[derive(Serialize, Deserialize, Default)]
+struct Cart {
+    items: Vec<String>,
+}
+
+impl AnyActor for Cart {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            let item = String::from_utf8_lossy(request.request().body()).into_owned();
+            self.items.push(item);
+            request.respond(ActorResponse::json_value(&self.items));
+        }
+    }
+}
+
+/// Placed and durable actors in a test client: every name is activated
+/// here, one per path parameter, with no store.
+#[test]
+fn serves_placed_and_durable_actors() {
+    let routes = Routes::new()
+        .actor(&[Method::Post], "/carts/{id}", "cart/{id}@*")
+        .spawn_placed("cart", |_| Cart::default())
+        .actor(&[Method::Post], "/one", "one")
+        .spawn_durable("one", Cart::default());
+    let client = TestClient::new(routes).expect("valid routes");
+    let post = |path: &str, body: &str| {
+        let response = client.post(path, "text/plain", body.as_bytes());
+        (response.status(), response.text().into_owned())
+    };
+    assert_eq!(post("/carts/1", "milk"), (200, r#"["milk"]"#.to_string()));
+    assert_eq!(post("/carts/2", "tea"), (200, r#"["tea"]"#.to_string()));
+    assert_eq!(
+        post("/carts/1", "eggs"),
+        (200, r#"["milk","eggs"]"#.to_string())
+    );
+    assert_eq!(post("/one", "x"), (200, r#"["x"]"#.to_string()));
+    assert_eq!(
+        post("/carts/a%20b", "x"),
+        (
+            400,
+            "400 Bad Request: id \"a b\" is not a name: use letters, digits, '-', '_', '=' \
+             and '.'\n"
+                .to_string()
+        )
+    );
+}

@@ -603,7 +603,7 @@ fn join_cluster(
 
 /// The placement of the placed kinds `routes` declare, if any: with leases
 /// when the cluster keeps state in JetStream, else here alone.
-fn start_placement(
+pub(crate) fn start_placement(
     config: &Config,
     routes: &Routes,
     house: &ActorHouse,
