@@ -145,11 +145,11 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                             dies, its names move within about this (default 2s)
   --placement-idle T        a placed actor with no message this long is written,
                             given up and unloaded (default 5m)
-  --state-export FILE|-     with --state DIR: write every actor's state to FILE
+  --state-export FILE|-     write every actor's state in the --state store to FILE
                             (or standard output), a line of JSON each, and exit
-  --state-import FILE|-     with --state DIR: write the states FILE holds (as
-                            --state-export wrote them) into the store, and exit;
-                            run both while no server uses the store
+  --state-import FILE|-     write the states FILE holds (as --state-export wrote
+                            them) into the --state store, and exit; run both
+                            while no server uses the store
   --actor-route PATH=ADDRESS  answer PATH (every method) from the actor at ADDRESS:
                             one of this server's, or NAME@NODE on another server,
                             or NAME@* on whichever serves NAME; repeat for more

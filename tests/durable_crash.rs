@@ -203,3 +203,81 @@ fn a_full_disk_is_503_and_the_count_goes_on_once_there_is_room() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// State moves between the stores: counted in the embedded file, exported,
+/// imported into JetStream, and counted on there (by the placed counter
+/// the binary runs with `--state jetstream`).
+#[test]
+fn state_moves_from_the_embedded_file_to_jetstream() {
+    let dir = fresh_dir("move");
+    let mut server = start(&dir);
+    for n in 1..=3 {
+        let (status, body) = common::durable::exchange(server.addr, "POST", "/count");
+        assert_eq!(
+            (status.as_str(), body),
+            ("HTTP/1.1 200 OK", format!("{n}\n"))
+        );
+    }
+    assert_eq!(server.terminate(), Some(0));
+    let exported = dir.join("state.jsonl");
+    let status = std::process::Command::new(common::process::BINARY)
+        .arg("--state")
+        .arg(&dir)
+        .arg("--state-export")
+        .arg(&exported)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        std::fs::read_to_string(&exported).unwrap(),
+        "{\"key\":\"counter\",\"revision\":3,\"value\":{\"count\":3}}\n"
+    );
+    let nats = common::nats::Nats::start_jetstream("");
+    let status = std::process::Command::new(common::process::BINARY)
+        .args([
+            "--nats",
+            &nats.url(),
+            "--state",
+            "jetstream",
+            "--state-import",
+        ])
+        .arg(&exported)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let server = Running::start(server_command(&[
+        "--nats",
+        &nats.url(),
+        "--node",
+        "a",
+        "--state",
+        "jetstream",
+    ]));
+    let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
+    loop {
+        let (status, body) = common::durable::exchange(server.addr, "POST", "/count");
+        if status == "HTTP/1.1 200 OK" {
+            assert_eq!(body, "4\n");
+            break;
+        }
+        // The server's links may still be connecting: 503 until then.
+        assert!(std::time::Instant::now() < deadline, "{status}: {body}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = std::process::Command::new(common::process::BINARY)
+        .args([
+            "--nats",
+            &nats.url(),
+            "--state",
+            "jetstream",
+            "--state-export",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\"key\":\"counter\",\"revision\":3,\"value\":{\"count\":4}}\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

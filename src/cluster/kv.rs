@@ -118,6 +118,34 @@ impl Bucket {
         self.when_made(Op::Purge(key.to_string(), done));
     }
 
+    /// Every key with a value, in order (for an export).
+    pub(crate) fn keys(self: &Arc<Self>, done: Done<Vec<String>>) {
+        self.keys_from(0, Vec::new(), done);
+    }
+
+    fn keys_from(self: &Arc<Self>, offset: usize, mut keys: Vec<String>, done: Done<Vec<String>>) {
+        let (subject, body) = jetstream::keys_request(&self.name, offset);
+        let bucket = Arc::clone(self);
+        let answer: JsDone = Box::new(move |answer| {
+            let page = answer.map_err(failure).and_then(|msg| {
+                jetstream::parse_keys(&msg.payload, &bucket.name).map_err(|e| api_failure(&e))
+            });
+            match page {
+                Ok((page, Some(next))) => {
+                    keys.extend(page);
+                    bucket.keys_from(next, keys, done);
+                }
+                Ok((page, None)) => {
+                    keys.extend(page);
+                    done(Ok(keys));
+                }
+                Err(e) => done(Err(e)),
+            }
+        });
+        let name = self.name.clone();
+        self.send(&name, subject, Bytes::new(), body, answer);
+    }
+
     /// Sends a request for `key` through its link; `done` gets the answer.
     fn send(&self, key: &str, subject: String, headers: Bytes, payload: Bytes, done: JsDone) {
         let mut hasher = DefaultHasher::new();
@@ -257,6 +285,11 @@ impl fmt::Debug for JetStreamKv {
 }
 
 impl JetStreamKv {
+    /// The bucket itself.
+    pub(crate) fn bucket(&self) -> &Arc<Bucket> {
+        &self.bucket
+    }
+
     /// The bucket named after `cluster`'s prefix, created with `replicas`
     /// when missing; requests wait `timeout` for their answers.
     pub(crate) fn new(

@@ -108,6 +108,59 @@ pub(crate) fn parse_purge(payload: &[u8]) -> Result<(), Answer> {
     }
 }
 
+/// The request that lists the keys of `bucket` from the `offset`th on
+/// (the stream's subjects, a page at a time).
+pub(crate) fn keys_request(bucket: &str, offset: usize) -> (String, Bytes) {
+    let body = serde_json::json!({
+        "subjects_filter": format!("$KV.{bucket}.>"),
+        "offset": offset,
+    });
+    (
+        format!("$JS.API.STREAM.INFO.{}", stream_name(bucket)),
+        Bytes::from(body.to_string()),
+    )
+}
+
+#[derive(Deserialize)]
+struct StreamState {
+    #[serde(default)]
+    subjects: std::collections::BTreeMap<String, u64>,
+}
+
+#[derive(Deserialize)]
+struct InfoResponse {
+    error: Option<ApiError>,
+    state: Option<StreamState>,
+    #[serde(default)]
+    total: usize,
+    #[serde(default)]
+    offset: usize,
+}
+
+/// A page of keys of `bucket`, in order, and the offset of the next page
+/// (none after the last).
+pub(crate) fn parse_keys(
+    payload: &[u8],
+    bucket: &str,
+) -> Result<(Vec<String>, Option<usize>), Answer> {
+    let response: InfoResponse =
+        serde_json::from_slice(payload).map_err(|e| Answer::Malformed(e.to_string()))?;
+    if let Some(error) = response.error {
+        return Err(Answer::Api(error));
+    }
+    let prefix = format!("$KV.{bucket}.");
+    let keys: Vec<String> = response
+        .state
+        .map(|state| state.subjects)
+        .unwrap_or_default()
+        .into_keys()
+        .filter_map(|subject| subject.strip_prefix(&prefix).map(str::to_string))
+        .collect();
+    let next = response.offset + keys.len();
+    let more = !keys.is_empty() && next < response.total;
+    Ok((keys, more.then_some(next)))
+}
+
 /// The header block of a write expecting `key` at `revision`.
 pub(crate) fn put_headers(revision: u64) -> Bytes {
     let mut out = BytesMut::with_capacity(64);
@@ -298,6 +351,22 @@ mod tests {
             parse_get(br#"{"message":{"seq":2,"data":"!!"}}"#),
             Err(Answer::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn key_listings() {
+        let (subject, body) = keys_request("upc", 0);
+        assert_eq!(subject, "$JS.API.STREAM.INFO.KV_upc");
+        assert_eq!(&body[..], br#"{"offset":0,"subjects_filter":"$KV.upc.>"}"#);
+        let page = br#"{"state":{"subjects":{"$KV.upc.b":1,"$KV.upc.a/1":1}},"total":3,"offset":0,"limit":2}"#;
+        assert_eq!(
+            parse_keys(page, "upc"),
+            Ok((vec!["a/1".to_string(), "b".to_string()], Some(2)))
+        );
+        let last = br#"{"state":{"subjects":{"$KV.upc.c":1}},"total":3,"offset":2,"limit":2}"#;
+        assert_eq!(parse_keys(last, "upc"), Ok((vec!["c".to_string()], None)));
+        let empty = br#"{"state":{"messages":0},"total":0,"offset":0}"#;
+        assert_eq!(parse_keys(empty, "upc"), Ok((vec![], None)));
     }
 
     #[test]

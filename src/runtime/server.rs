@@ -484,6 +484,11 @@ impl Server {
             .is_some_and(|cluster| cluster.metrics().is_connected())
     }
 
+    /// The cluster, with `--nats`.
+    pub(crate) fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.as_ref()
+    }
+
     /// Where `/metrics` is served, with `--metrics`.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(MetricsServer::local_addr)
