@@ -98,6 +98,7 @@ pub mod fault {
 
 mod actors;
 mod cluster;
+mod gateway;
 mod h3;
 mod http;
 mod http2;

@@ -1,4 +1,4 @@
-//! Between a stream's HTTP/2 messages and the HTTP/1.1 the routes answer:
+//! Between an HTTP/2 or HTTP/3 stream's messages and the HTTP/1.1 the routes answer:
 //! the request a stream's head and body mean, as HTTP/1.1 bytes a request
 //! stream reads; and the response a request stream wrote, as the status,
 //! header fields and body an HTTP/2 response carries.
