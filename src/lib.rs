@@ -100,6 +100,7 @@ mod actors;
 mod cluster;
 mod gateway;
 mod h3;
+mod http3;
 mod http;
 mod http2;
 mod log_limit;
