@@ -74,7 +74,11 @@ enum Uni {
     Control { reader: FrameReader, settings: bool },
     /// QPACK's encoder stream: instructions for a table of capacity 0.
     Encoder(Vec<u8>),
-    /// QPACK's decoder stream, or a type unknown: read and dropped.
+    /// QPACK's decoder stream: read and dropped (nothing of ours waits
+    /// for an acknowledgement).
+    Decoder,
+    /// A type unknown (grease, or an extension): refused with
+    /// `STOP_SENDING`, what is read dropped.
     Ignored,
 }
 
@@ -341,6 +345,7 @@ impl Session {
                     // Only a server pushes (§6.2.2).
                     crate::h3::PUSH_STREAM => return Err(H3Error::StreamCreation),
                     crate::h3::QPACK_ENCODER_STREAM => Uni::Encoder(Vec::new()),
+                    crate::h3::QPACK_DECODER_STREAM => Uni::Decoder,
                     _ => {
                         let _ = self.conn.recv_stream(id).stop(code(H3Error::StreamCreation));
                         Uni::Ignored
@@ -352,7 +357,7 @@ impl Session {
             }
             if ended {
                 match self.uni.get(&id) {
-                    Some(Uni::Control { .. } | Uni::Encoder(_)) => {
+                    Some(Uni::Control { .. } | Uni::Encoder(_) | Uni::Decoder) => {
                         return Err(H3Error::ClosedCriticalStream)
                     }
                     _ => {
@@ -574,7 +579,7 @@ fn feed_uni(state: &mut Uni, bytes: &[u8]) -> Result<(), H3Error> {
             }
             Ok(())
         }
-        Uni::Untyped(_) | Uni::Ignored => Ok(()),
+        Uni::Untyped(_) | Uni::Decoder | Uni::Ignored => Ok(()),
     }
 }
 
