@@ -100,9 +100,9 @@ mod actors;
 mod cluster;
 mod gateway;
 mod h3;
-mod http3;
 mod http;
 mod http2;
+mod http3;
 mod log_limit;
 mod mail;
 #[cfg(test)]

@@ -159,6 +159,24 @@ impl H2Session {
     }
 }
 
+/// QPACK as the server reads and writes it (`h3::qpack`): no dynamic
+/// table, static references and literals. For test clients, which
+/// encode their requests' field sections with [`qpack_encode`] and read
+/// the server's with [`qpack_decode`].
+pub fn qpack_encode(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    crate::h3::qpack::encode(fields.iter().copied(), &mut out);
+    out
+}
+
+/// The fields of the field section `block` (see [`qpack_encode`]); `None`
+/// when it is malformed, refers to a dynamic table, or passes 64 KiB.
+pub fn qpack_decode(block: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    crate::h3::qpack::decode(block, 64 * 1024)
+        .ok()
+        .map(|fields| fields.fields)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

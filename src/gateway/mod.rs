@@ -45,7 +45,10 @@ pub(crate) struct Origin {
 }
 
 /// A stream's request, served: answered (its response is in the output
-/// given), or waiting for the answer of the call it made.
+/// given), or waiting for the answer of the call it made. Returned by
+/// value and taken apart at once: boxing the stream of every request
+/// answered would cost an allocation each; a call's is boxed, as it waits.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Served {
     Answered(RequestStream),
     Calling(Box<RequestStream>, Call),

@@ -16,11 +16,10 @@ pub(crate) const PUSH_PROMISE: u64 = 0x5;
 pub(crate) const GOAWAY: u64 = 0x7;
 pub(crate) const MAX_PUSH_ID: u64 = 0xd;
 
-/// Settings (RFC 9114 §7.2.4.1, RFC 9204 §5, RFC 9220 §3).
+/// Settings (RFC 9114 §7.2.4.1, RFC 9204 §5).
 pub(crate) const SETTINGS_QPACK_MAX_TABLE_CAPACITY: u64 = 0x1;
 pub(crate) const SETTINGS_MAX_FIELD_SECTION_SIZE: u64 = 0x6;
 pub(crate) const SETTINGS_QPACK_BLOCKED_STREAMS: u64 = 0x7;
-pub(crate) const SETTINGS_ENABLE_CONNECT_PROTOCOL: u64 = 0x8;
 
 /// One frame, or a piece of one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,8 +23,6 @@ pub(crate) const QPACK_DECODER_STREAM: u64 = 0x3;
 pub(crate) enum H3Error {
     /// `H3_NO_ERROR`.
     NoError,
-    /// `H3_GENERAL_PROTOCOL_ERROR`.
-    GeneralProtocol,
     /// `H3_INTERNAL_ERROR`.
     Internal,
     /// `H3_STREAM_CREATION_ERROR`.
@@ -37,16 +35,12 @@ pub(crate) enum H3Error {
     Frame,
     /// `H3_EXCESSIVE_LOAD`.
     ExcessiveLoad,
-    /// `H3_ID_ERROR`.
-    Id,
     /// `H3_SETTINGS_ERROR`.
     Settings,
     /// `H3_MISSING_SETTINGS`.
     MissingSettings,
     /// `H3_REQUEST_REJECTED`.
     RequestRejected,
-    /// `H3_REQUEST_CANCELLED`.
-    RequestCancelled,
     /// `H3_REQUEST_INCOMPLETE`.
     RequestIncomplete,
     /// `H3_MESSAGE_ERROR`.
@@ -62,18 +56,15 @@ impl H3Error {
     pub(crate) fn code(self) -> u64 {
         match self {
             H3Error::NoError => 0x100,
-            H3Error::GeneralProtocol => 0x101,
             H3Error::Internal => 0x102,
             H3Error::StreamCreation => 0x103,
             H3Error::ClosedCriticalStream => 0x104,
             H3Error::FrameUnexpected => 0x105,
             H3Error::Frame => 0x106,
             H3Error::ExcessiveLoad => 0x107,
-            H3Error::Id => 0x108,
             H3Error::Settings => 0x109,
             H3Error::MissingSettings => 0x10a,
             H3Error::RequestRejected => 0x10b,
-            H3Error::RequestCancelled => 0x10c,
             H3Error::RequestIncomplete => 0x10d,
             H3Error::Message => 0x10e,
             H3Error::QpackDecompression => 0x200,

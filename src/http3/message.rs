@@ -80,7 +80,9 @@ pub(crate) fn request_head(fields: Fields) -> Result<http::request::Parts, Malfo
         if let Some(authority) = authority.as_deref().filter(|a| !a.is_empty()) {
             uri = uri.authority(authority);
         }
-        uri.path_and_query(&path[..]).build().map_err(|_| Malformed)?
+        uri.path_and_query(&path[..])
+            .build()
+            .map_err(|_| Malformed)?
     };
     let mut request = http::Request::new(());
     *request.method_mut() = method;
@@ -127,10 +129,16 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(head.method, Method::POST);
-        assert_eq!(head.uri.to_string(), "https://example.com:8443/hello/json?x=1");
+        assert_eq!(
+            head.uri.to_string(),
+            "https://example.com:8443/hello/json?x=1"
+        );
         assert_eq!(head.headers.get_all("cookie").iter().count(), 2);
         let connect = request_head(fields(&[(":method", "CONNECT"), (":authority", "a:1")]));
-        assert_eq!(connect.unwrap().uri.authority().map(|a| a.as_str()), Some("a:1"));
+        assert_eq!(
+            connect.unwrap().uri.authority().map(|a| a.as_str()),
+            Some("a:1")
+        );
     }
 
     /// Each of RFC 9114 §4.3.1's and §4.2's rules, broken once.
@@ -143,15 +151,49 @@ mod tests {
             &[(":method", "GET"), (":path", "/")],
             &[(":method", "GET"), (":scheme", "https")],
             &[(":method", "GET"), (":scheme", "https"), (":path", "")],
-            &[(":method", "GET"), (":method", "GET"), (":scheme", "https"), (":path", "/")],
-            &[(":method", "GET"), ("accept", "*/*"), (":scheme", "https"), (":path", "/")],
-            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), (":status", "200")],
-            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("Accept", "*/*")],
-            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("connection", "close")],
-            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("te", "gzip")],
+            &[
+                (":method", "GET"),
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":path", "/"),
+            ],
+            &[
+                (":method", "GET"),
+                ("accept", "*/*"),
+                (":scheme", "https"),
+                (":path", "/"),
+            ],
+            &[
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":path", "/"),
+                (":status", "200"),
+            ],
+            &[
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":path", "/"),
+                ("Accept", "*/*"),
+            ],
+            &[
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":path", "/"),
+                ("connection", "close"),
+            ],
+            &[
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":path", "/"),
+                ("te", "gzip"),
+            ],
         ];
         for request in broken {
-            assert_eq!(request_head(fields(request)).err(), Some(Malformed), "{request:?}");
+            assert_eq!(
+                request_head(fields(request)).err(),
+                Some(Malformed),
+                "{request:?}"
+            );
         }
     }
 

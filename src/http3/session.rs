@@ -64,6 +64,10 @@ enum Phase {
     },
     /// Its response's frames go out as the stream takes them.
     Sending { out: Bytes },
+    /// All of it written and the stream finished: until the client has
+    /// acknowledged it all (a drain closes the connection only then, or
+    /// the response would be lost with it).
+    Finishing,
 }
 
 /// A client's unidirectional stream.
@@ -152,11 +156,6 @@ impl Session {
         (self.begun, self.answered, self.resets)
     }
 
-    /// Requests open (receiving, awaiting or sending).
-    pub(crate) fn open_requests(&self) -> usize {
-        self.requests.len()
-    }
-
     /// Calls streams made since the last take: send each, then
     /// [`Session::sent_call`] it.
     pub(crate) fn take_calls(&mut self) -> Vec<(StreamId, Call)> {
@@ -215,9 +214,14 @@ impl Session {
                 Event::ConnectionLost { .. } => self.closed = true,
                 Event::Stream(StreamEvent::Stopped { id, .. }) => {
                     // The client no longer wants this response.
-                    if self.requests.remove(&id).is_some() {
-                        self.resets += 1;
+                    if let Some(phase) = self.requests.remove(&id) {
+                        if !matches!(phase, Phase::Finishing) {
+                            self.resets += 1;
+                        }
                     }
+                }
+                Event::Stream(StreamEvent::Finished { id }) => {
+                    self.requests.remove(&id);
                 }
                 _ => {}
             }
@@ -347,7 +351,10 @@ impl Session {
                     crate::h3::QPACK_ENCODER_STREAM => Uni::Encoder(Vec::new()),
                     crate::h3::QPACK_DECODER_STREAM => Uni::Decoder,
                     _ => {
-                        let _ = self.conn.recv_stream(id).stop(code(H3Error::StreamCreation));
+                        let _ = self
+                            .conn
+                            .recv_stream(id)
+                            .stop(code(H3Error::StreamCreation));
                         Uni::Ignored
                     }
                 };
@@ -468,7 +475,8 @@ impl Session {
         self.requests.remove(&id);
         let _ = self.conn.recv_stream(id).stop(code(H3Error::NoError));
         self.request.clear();
-        self.request.extend_from_slice(b"GET / HTTP/1.1\r\nx-fields: ");
+        self.request
+            .extend_from_slice(b"GET / HTTP/1.1\r\nx-fields: ");
         self.request.resize(self.request.len() + MAX_HEAD_LEN, b'x');
         self.request.extend_from_slice(b"\r\n\r\n");
         self.serve(id, false, serving);
@@ -509,7 +517,11 @@ impl Session {
             return;
         };
         let mut block = Vec::new();
-        message::response_fields(converted.head.status(), converted.head.headers(), &mut block);
+        message::response_fields(
+            converted.head.status(),
+            converted.head.headers(),
+            &mut block,
+        );
         let mut out = Vec::with_capacity(block.len() + converted.body.len() + 16);
         frame::put_head(&mut out, frame::HEADERS, block.len());
         out.extend_from_slice(&block);
@@ -540,14 +552,21 @@ impl Session {
                 }
             }
         }
-        let _ = send.finish();
-        self.requests.remove(&id);
+        match send.finish() {
+            Ok(()) => {
+                self.requests.insert(id, Phase::Finishing);
+            }
+            Err(_) => {
+                self.requests.remove(&id);
+            }
+        }
     }
 }
 
 /// Whether the client already opened its control stream.
 fn self_has_control(uni: &HashMap<StreamId, Uni>) -> bool {
-    uni.values().any(|state| matches!(state, Uni::Control { .. }))
+    uni.values()
+        .any(|state| matches!(state, Uni::Control { .. }))
 }
 
 /// Feeds a typed unidirectional stream.

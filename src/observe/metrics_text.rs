@@ -237,7 +237,10 @@ pub(crate) fn render(
                 (series.http3, "h3", load(&poller.http3_streams)),
             ];
             for (_, protocol, count) in protocols.iter().filter(|(on, _, _)| *on) {
-                page.sample(&format!("poller=\"{index}\",protocol=\"{protocol}\""), *count);
+                page.sample(
+                    &format!("poller=\"{index}\",protocol=\"{protocol}\""),
+                    *count,
+                );
             }
         }
     }

@@ -213,8 +213,8 @@ impl Poller {
                         .as_ref()
                         .is_some_and(|handoff| handoff.has_queued(shared.index()))
             });
-        let holds = !self.connections.is_empty()
-            || self.quic.as_ref().is_some_and(|quic| !quic.is_idle());
+        let holds =
+            !self.connections.is_empty() || self.quic.as_ref().is_some_and(|quic| !quic.is_idle());
         let timeout = match block {
             true => holds.then_some(sweep),
             false => Some(Duration::ZERO),

@@ -28,8 +28,8 @@ use log::{debug, warn};
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
 use quinn_proto::{
-    ConnectionHandle, ConnectionId, ConnectionIdGenerator, DatagramEvent, Endpoint,
-    EndpointConfig, Incoming, ServerConfig, Transmit,
+    ConnectionHandle, ConnectionId, ConnectionIdGenerator, DatagramEvent, Endpoint, EndpointConfig,
+    Incoming, ServerConfig, Transmit,
 };
 use uppercut::api::{AnySender, Envelope};
 
@@ -116,10 +116,7 @@ impl QuicHandoff {
             return false;
         };
         {
-            let mut held = queue
-                .datagrams
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut held = queue.datagrams.lock().unwrap_or_else(|e| e.into_inner());
             if held.1 + datagram.len() > HANDOFF_BYTES {
                 return false;
             }
@@ -146,10 +143,7 @@ impl QuicHandoff {
         if queue.queued.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let mut held = queue
-            .datagrams
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut held = queue.datagrams.lock().unwrap_or_else(|e| e.into_inner());
         std::mem::swap(&mut held.0, into);
         held.1 = 0;
         queue.queued.store(0, Ordering::SeqCst);
@@ -179,6 +173,12 @@ struct Held {
     session: Session,
     /// Counted against the server's connection limit.
     admitted: bool,
+    /// Until the client's address is validated (a Retry's token, or the
+    /// handshake done): the bytes it sent and the bytes sent to it, which
+    /// may be at most three times as many (RFC 9000 §8.1). quinn-proto
+    /// keeps the limit too, but lets a probe (PTO) pass it by up to a
+    /// datagram; the endpoint drops what would pass it, as a loss.
+    amplification: Option<(u64, u64)>,
 }
 
 /// A poller's HTTP/3: its socket, endpoint and sessions.
@@ -208,19 +208,34 @@ pub(crate) struct QuicEndpoint {
     pub(crate) handed_in: u64,
 }
 
+/// What every poller's endpoint shares.
+pub(crate) struct QuicShared {
+    /// The key of stateless resets: one for all, so that any poller can
+    /// reset a connection another forgot.
+    pub(crate) reset_key: Arc<dyn quinn_proto::crypto::HmacKey>,
+    pub(crate) handoff: Arc<QuicHandoff>,
+    pub(crate) limits: Limits,
+    /// See `Config::http3_retry_above`.
+    pub(crate) retry_above: usize,
+}
+
 impl QuicEndpoint {
-    /// Poller `index`'s endpoint on `socket`, registered on `registry`.
+    /// Poller `index`'s endpoint on `socket`, registered on `registry`,
+    /// making connections with what `config` gives at the time.
     pub(crate) fn new(
         mut socket: UdpSocket,
         index: usize,
-        reset_key: Arc<dyn quinn_proto::crypto::HmacKey>,
-        handoff: Arc<QuicHandoff>,
+        shared: &QuicShared,
         config: Box<dyn Fn() -> Option<Arc<ServerConfig>> + Send>,
-        limits: Limits,
-        retry_above: usize,
         registry: &Registry,
     ) -> io::Result<QuicEndpoint> {
         registry.register(&mut socket, QUIC, Interest::READABLE)?;
+        let reset_key = Arc::clone(&shared.reset_key);
+        let (handoff, limits, retry_above) = (
+            Arc::clone(&shared.handoff),
+            shared.limits,
+            shared.retry_above,
+        );
         let mut endpoint_config = EndpointConfig::new(reset_key);
         let poller = index as u8;
         endpoint_config.cid_generator(move || Box::new(PollerCids { index: poller }));
@@ -249,11 +264,6 @@ impl QuicEndpoint {
     /// The socket is readable.
     pub(crate) fn on_readable(&mut self) {
         self.readable = true;
-    }
-
-    /// Connections held.
-    pub(crate) fn connections(&self) -> usize {
-        self.sessions.len()
     }
 
     /// When the nearest connection's timer (loss, idle, ack) falls due.
@@ -337,18 +347,25 @@ impl QuicEndpoint {
 
     /// One datagram from `from`.
     fn handle(&mut self, now: Instant, from: SocketAddr, datagram: BytesMut, shared: &Shared) {
+        let len = datagram.len();
         let mut buf = std::mem::take(&mut self.send);
         buf.clear();
-        match self.endpoint.handle(now, from, None, None, datagram, &mut buf) {
+        match self
+            .endpoint
+            .handle(now, from, None, None, datagram, &mut buf)
+        {
             Some(DatagramEvent::ConnectionEvent(handle, event)) => {
                 if let Some(held) = self.sessions.get_mut(&handle) {
+                    if let Some((received, _)) = &mut held.amplification {
+                        *received += len as u64;
+                    }
                     held.session.connection().handle_event(event);
                     self.dirty.insert(handle);
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
                 self.send = buf;
-                return self.incoming(now, incoming, shared);
+                return self.incoming(now, incoming, len, shared);
             }
             Some(DatagramEvent::Response(transmit)) => self.transmit(&buf, &transmit),
             None => {}
@@ -359,7 +376,8 @@ impl QuicEndpoint {
     /// A client's first Initial: refused while draining or full, sent a
     /// Retry when many handshakes are under way and its address is not
     /// validated yet, else accepted.
-    fn incoming(&mut self, now: Instant, incoming: Incoming, shared: &Shared) {
+    fn incoming(&mut self, now: Instant, incoming: Incoming, len: usize, shared: &Shared) {
+        let validated = incoming.remote_address_validated();
         let mut buf = std::mem::take(&mut self.send);
         buf.clear();
         let handshaking = self.sessions.len();
@@ -385,6 +403,7 @@ impl QuicEndpoint {
                         Held {
                             session: Session::new(connection, peer, self.limits),
                             admitted: true,
+                            amplification: (!validated).then_some((len as u64, 0)),
                         },
                     );
                     self.dirty.insert(handle);
@@ -441,9 +460,7 @@ impl QuicEndpoint {
                 session.sent_call(stream, id);
                 let mut upstream = |request: Envelope| inbox.push(request);
                 match shared.dispatch_call(call, id, reply_to, sender, &mut upstream) {
-                    Some(outcome) => {
-                        session.complete_call(id, CallEnd::Outcome(outcome), &serving)
-                    }
+                    Some(outcome) => session.complete_call(id, CallEnd::Outcome(outcome), &serving),
                     None => {
                         let deadline = shared.now_ms() + timeout.as_millis() as u64;
                         self.calls.insert(id, (handle, deadline));
@@ -466,6 +483,9 @@ impl QuicEndpoint {
             return;
         };
         let connection = held.session.connection();
+        if !connection.is_handshaking() {
+            held.amplification = None;
+        }
         while let Some(event) = connection.poll_endpoint_events() {
             if let Some(event) = self.endpoint.handle_event(handle, event) {
                 connection.handle_event(event);
@@ -476,6 +496,12 @@ impl QuicEndpoint {
             let Some(transmit) = connection.poll_transmit(now, 1, &mut buf) else {
                 break;
             };
+            if let Some((received, sent)) = &mut held.amplification {
+                if *sent + transmit.size as u64 > 3 * *received {
+                    continue;
+                }
+                *sent += transmit.size as u64;
+            }
             shared.count(|m| &m.bytes_sent, transmit.size);
             send(&self.socket, &buf, &transmit);
         }

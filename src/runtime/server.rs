@@ -40,8 +40,8 @@ use crate::runtime::balance::Balance;
 use crate::runtime::hosting::hosting;
 use crate::runtime::lifecycle::{Phase, ServerState};
 use crate::runtime::listeners::{exclusive_listener, reuseport_listener, reuseport_udp};
-use crate::runtime::quic::{QuicEndpoint, QuicHandoff};
 use crate::runtime::poller::{Poller, MAX_LISTENERS, WAKER};
+use crate::runtime::quic::{QuicEndpoint, QuicHandoff, QuicShared};
 use crate::runtime::shared::{PollerParts, Shared};
 use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::state_file::StateFile;
@@ -163,12 +163,18 @@ impl Server {
         let local_addr = bound[0].addr;
         // HTTP/3: a UDP socket per poller on the first TLS listener's port.
         let h3_addr = match config.http3 {
-            true => Some(bound.iter().find(|l| l.tls).map(|l| l.addr).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "HTTP/3 needs a TLS listener (Config::tls, --tls-cert and --tls-key)",
-                )
-            })?),
+            true => Some(
+                bound
+                    .iter()
+                    .find(|l| l.tls)
+                    .map(|l| l.addr)
+                    .ok_or_else(|| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "HTTP/3 needs a TLS listener (Config::tls, --tls-cert and --tls-key)",
+                        )
+                    })?,
+            ),
             false => None,
         };
         let mut udp = Vec::with_capacity(pollers);
@@ -292,10 +298,20 @@ impl Server {
             })
             .transpose()?;
         let handoff = Arc::new(QuicHandoff::new(&parkings));
-        let reset_key: Arc<dyn quinn_proto::crypto::HmacKey> = Arc::new(
-            ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &ring::rand::SystemRandom::new())
+        let quic_shared = QuicShared {
+            reset_key: Arc::new(
+                ring::hmac::Key::generate(
+                    ring::hmac::HMAC_SHA256,
+                    &ring::rand::SystemRandom::new(),
+                )
                 .map_err(|_| io::Error::other("no randomness for QUIC's reset key"))?,
-        );
+            ),
+            handoff: Arc::clone(&handoff),
+            limits: crate::http3::session::Limits {
+                max_body: config.max_body,
+            },
+            retry_above: config.http3_retry_above,
+        };
         let mut udp = udp.into_iter();
         let mut actors = Vec::with_capacity(pollers);
         let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
@@ -326,17 +342,12 @@ impl Server {
             let quic = match (udp.next(), &tls) {
                 (Some(socket), Some(tls)) => {
                     let tls = Arc::clone(tls);
-                    let limits = crate::http3::session::Limits {
-                        max_body: config.max_body,
-                    };
+                    let config = Box::new(move || tls.quic());
                     Some(QuicEndpoint::new(
                         socket,
                         index,
-                        Arc::clone(&reset_key),
-                        Arc::clone(&handoff),
-                        Box::new(move || tls.quic()),
-                        limits,
-                        config.http3_retry_above,
+                        &quic_shared,
+                        config,
                         poll.registry(),
                     )?)
                 }
