@@ -75,14 +75,21 @@ pub(crate) fn request_head(fields: Fields) -> Result<http::request::Parts, Malfo
         if path.is_empty() || protocol.is_some() && method != Method::CONNECT {
             return Err(Malformed);
         }
-        let mut uri = Uri::builder().scheme(&scheme[..]);
-        // A host field stands for a missing :authority (§4.3.1).
-        if let Some(authority) = authority.as_deref().filter(|a| !a.is_empty()) {
-            uri = uri.authority(authority);
+        match authority.as_deref().filter(|a| !a.is_empty()) {
+            Some(authority) => Uri::builder()
+                .scheme(&scheme[..])
+                .authority(authority)
+                .path_and_query(&path[..])
+                .build()
+                .map_err(|_| Malformed)?,
+            // A host field stands for a missing :authority (§4.3.1); one
+            // of the two is needed, as https and http have authorities.
+            None if headers.contains_key(http::header::HOST) => Uri::builder()
+                .path_and_query(&path[..])
+                .build()
+                .map_err(|_| Malformed)?,
+            None => return Err(Malformed),
         }
-        uri.path_and_query(&path[..])
-            .build()
-            .map_err(|_| Malformed)?
     };
     let mut request = http::Request::new(());
     *request.method_mut() = method;
@@ -144,49 +151,37 @@ mod tests {
     /// Each of RFC 9114 §4.3.1's and §4.2's rules, broken once.
     #[test]
     fn malformed_requests_are_refused() {
-        let base = [(":method", "GET"), (":scheme", "https"), (":path", "/")];
+        let base = [
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", "/"),
+        ];
         assert!(request_head(fields(&base)).is_ok());
-        let broken: [&[(&str, &str)]; 10] = [
-            &[(":scheme", "https"), (":path", "/")],
-            &[(":method", "GET"), (":path", "/")],
-            &[(":method", "GET"), (":scheme", "https")],
-            &[(":method", "GET"), (":scheme", "https"), (":path", "")],
-            &[
-                (":method", "GET"),
-                (":method", "GET"),
-                (":scheme", "https"),
-                (":path", "/"),
-            ],
-            &[
-                (":method", "GET"),
-                ("accept", "*/*"),
-                (":scheme", "https"),
-                (":path", "/"),
-            ],
-            &[
-                (":method", "GET"),
-                (":scheme", "https"),
-                (":path", "/"),
-                (":status", "200"),
-            ],
-            &[
-                (":method", "GET"),
-                (":scheme", "https"),
-                (":path", "/"),
-                ("Accept", "*/*"),
-            ],
-            &[
-                (":method", "GET"),
-                (":scheme", "https"),
-                (":path", "/"),
-                ("connection", "close"),
-            ],
-            &[
-                (":method", "GET"),
-                (":scheme", "https"),
-                (":path", "/"),
-                ("te", "gzip"),
-            ],
+        let host = [
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/x"),
+            ("host", "a"),
+        ];
+        let head = request_head(fields(&host)).unwrap();
+        assert_eq!(head.uri.to_string(), "/x");
+        assert_eq!(head.headers["host"], "a");
+        let m = (":method", "GET");
+        let (sc, au, pa) = ((":scheme", "https"), (":authority", "a"), (":path", "/"));
+        let broken: [&[(&str, &str)]; 11] = [
+            // Neither :authority nor host.
+            &[m, sc, pa],
+            &[sc, au, pa],
+            &[m, au, pa],
+            &[m, sc, au],
+            &[m, sc, au, (":path", "")],
+            &[m, m, sc, au, pa],
+            &[m, ("accept", "*/*"), sc, au, pa],
+            &[m, sc, au, pa, (":status", "200")],
+            &[m, sc, au, pa, ("Accept", "*/*")],
+            &[m, sc, au, pa, ("connection", "close")],
+            &[m, sc, au, pa, ("te", "gzip")],
         ];
         for request in broken {
             assert_eq!(

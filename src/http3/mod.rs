@@ -7,4 +7,5 @@
 //! as it does over HTTP/1.1.
 
 pub(crate) mod message;
+pub(crate) mod request;
 pub(crate) mod session;

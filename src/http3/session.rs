@@ -25,18 +25,15 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, Dir, Event, ReadError, StreamEvent, StreamId, VarInt, WriteError};
 
-use crate::gateway::convert::{self, read_response};
+use crate::gateway::convert::read_response;
 use crate::gateway::{Origin, Protocol, Served, Serving};
 use crate::h3::frame::{self, Frame, FrameReader};
-use crate::h3::qpack::{self, QpackError};
 use crate::h3::{varint, H3Error};
 use crate::http::request::MAX_HEAD_LEN;
-use crate::http3::message::{self, Malformed};
+use crate::http3::message;
+use crate::http3::request::{Progress, Refused, RequestReader, MAX_FRAME};
 use crate::request_stream::{Call, CallEnd, RequestStream};
 
-/// The largest HEADERS (or SETTINGS) frame read: past it the client is
-/// sending more than any request this server takes, `H3_EXCESSIVE_LOAD`.
-const MAX_FRAME: u64 = 4 * MAX_HEAD_LEN as u64;
 /// The field section size announced (`SETTINGS_MAX_FIELD_SECTION_SIZE`),
 /// an HTTP/1.1 head's limit as for HTTP/2. A larger one that still fits
 /// in [`MAX_FRAME`] is answered 431, as over HTTP/1.1.
@@ -52,11 +49,7 @@ pub(crate) struct Limits {
 /// What one request stream is doing.
 enum Phase {
     /// Its HEADERS, then its body, are arriving.
-    Receiving {
-        reader: FrameReader,
-        head: Option<Box<http::request::Parts>>,
-        body: Vec<u8>,
-    },
+    Receiving(RequestReader),
     /// Its route's actor has its request.
     Awaiting {
         stream: Box<RequestStream>,
@@ -307,14 +300,8 @@ impl Session {
                 continue;
             }
             self.begun += 1;
-            self.requests.insert(
-                id,
-                Phase::Receiving {
-                    reader: FrameReader::new(MAX_FRAME),
-                    head: None,
-                    body: Vec::new(),
-                },
-            );
+            self.requests
+                .insert(id, Phase::Receiving(RequestReader::default()));
         }
         while let Some(id) = self.conn.streams().accept(Dir::Uni) {
             self.uni.insert(id, Uni::Untyped(Vec::new()));
@@ -380,69 +367,11 @@ impl Session {
     /// An error of the whole connection is returned; a malformed request
     /// resets its own stream.
     fn read_request(&mut self, id: StreamId, serving: &Serving<'_>) -> Result<(), H3Error> {
-        let Some(Phase::Receiving { .. }) = self.requests.get(&id) else {
+        let Some(Phase::Receiving(_)) = self.requests.get(&id) else {
             return Ok(());
         };
         let (bytes, ended) = read_all(&mut self.conn, id);
         if bytes.is_empty() && ended == Ended::No {
-            return Ok(());
-        }
-        let Some(Phase::Receiving { reader, head, body }) = self.requests.get_mut(&id) else {
-            return Ok(());
-        };
-        reader.feed(&bytes);
-        let mut too_large = false;
-        loop {
-            match reader.next()? {
-                None => break,
-                Some(Frame::Headers(block)) if head.is_none() => {
-                    let fields = match qpack::decode(&block, MAX_FRAME as usize) {
-                        Ok(fields) => fields,
-                        Err(QpackError::TooLarge) => {
-                            too_large = true;
-                            break;
-                        }
-                        Err(QpackError::Decompression) => return Err(H3Error::QpackDecompression),
-                    };
-                    match message::request_head(fields) {
-                        Ok(parts) => *head = Some(Box::new(parts)),
-                        Err(Malformed) => return self.refuse(id, H3Error::Message),
-                    }
-                }
-                // Trailers: read and dropped, as over HTTP/1.1.
-                Some(Frame::Headers(_)) => {}
-                Some(Frame::Data(data)) if head.is_some() => {
-                    body.extend_from_slice(&data);
-                    if body.len() as u64 > self.limits.max_body {
-                        break;
-                    }
-                }
-                // DATA before HEADERS, or a frame of the control stream.
-                Some(_) => return Err(H3Error::FrameUnexpected),
-            }
-        }
-        if too_large {
-            return self.answer_too_large(id, serving);
-        }
-        let over = body.len() as u64 > self.limits.max_body;
-        let declared = head
-            .as_ref()
-            .and_then(|head| head.headers.get(http::header::CONTENT_LENGTH))
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.parse::<u64>().ok())
-            .filter(|&declared| declared > self.limits.max_body);
-        if head.is_some() && (over || declared.is_some()) {
-            let length = declared.unwrap_or(body.len() as u64);
-            let Some(Phase::Receiving {
-                head: Some(head), ..
-            }) = self.requests.remove(&id)
-            else {
-                return Ok(());
-            };
-            // The rest of the body is not wanted (§4.1.2).
-            let _ = self.conn.recv_stream(id).stop(code(H3Error::NoError));
-            convert::write_request_head(&head, length, &mut self.request);
-            self.serve(id, head.method == http::Method::HEAD, serving);
             return Ok(());
         }
         if ended == Ended::Reset {
@@ -450,36 +379,24 @@ impl Session {
             self.resets += 1;
             return Ok(());
         }
-        if ended == Ended::No {
-            return Ok(());
-        }
-        let at_boundary = reader.at_boundary();
-        let Some(Phase::Receiving { head, body, .. }) = self.requests.remove(&id) else {
+        let Some(Phase::Receiving(reader)) = self.requests.get_mut(&id) else {
             return Ok(());
         };
-        match (head, at_boundary) {
-            (Some(head), true) => {
-                convert::write_request(&head, &body, &mut self.request);
-                self.serve(id, head.method == http::Method::HEAD, serving);
-                Ok(())
-            }
-            // Ended without a head, or inside a frame.
-            _ => self.refuse(id, H3Error::RequestIncomplete),
+        let progress = match reader.feed(&bytes, ended == Ended::Finished, self.limits.max_body) {
+            Ok(Progress::More) => return Ok(()),
+            Ok(progress) => progress,
+            Err(Refused::Connection(error)) => return Err(error),
+            Err(Refused::Stream(error)) => return self.refuse(id, error),
+        };
+        let Some(Phase::Receiving(reader)) = self.requests.remove(&id) else {
+            return Ok(());
+        };
+        if progress != Progress::Whole {
+            // Answered before the rest of the request: not wanted (§4.1.2).
+            let _ = self.conn.recv_stream(id).stop(code(H3Error::NoError));
         }
-    }
-
-    /// A field section past what the server reads: 431, as a head past
-    /// the limit gets over HTTP/1.1 (the request stream answers one that
-    /// long the same way).
-    fn answer_too_large(&mut self, id: StreamId, serving: &Serving<'_>) -> Result<(), H3Error> {
-        self.requests.remove(&id);
-        let _ = self.conn.recv_stream(id).stop(code(H3Error::NoError));
-        self.request.clear();
-        self.request
-            .extend_from_slice(b"GET / HTTP/1.1\r\nx-fields: ");
-        self.request.resize(self.request.len() + MAX_HEAD_LEN, b'x');
-        self.request.extend_from_slice(b"\r\n\r\n");
-        self.serve(id, false, serving);
+        reader.write(progress, &mut self.request);
+        self.serve(id, reader.is_head(), serving);
         Ok(())
     }
 

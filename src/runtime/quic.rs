@@ -154,7 +154,7 @@ impl QuicHandoff {
 /// is one the server gave out (a short header, or a Handshake packet);
 /// `None` for what the kernel's hash must place (Initial and 0-RTT
 /// packets name an ID the client chose).
-fn owner_of(datagram: &[u8]) -> Option<usize> {
+pub(crate) fn owner_of(datagram: &[u8]) -> Option<usize> {
     let first = *datagram.first()?;
     let cid = if first & 0x80 == 0 {
         datagram.get(1..1 + CID_LEN)?
