@@ -76,14 +76,11 @@ impl FrameReader {
     /// more come.
     pub(crate) fn next(&mut self) -> Result<Option<Frame>, H3Error> {
         loop {
-            if self.skip_left > 0 {
-                let skip = self.skip_left.min(self.buffer.len() as u64) as usize;
-                self.buffer.drain(..skip);
-                self.skip_left -= skip as u64;
-                if self.skip_left > 0 {
-                    return Ok(None);
-                }
-            }
+            // An unknown frame's payload: skipped as it comes (what is
+            // left of it, if anything, leaves the buffer empty).
+            let skip = self.skip_left.min(self.buffer.len() as u64) as usize;
+            self.buffer.drain(..skip);
+            self.skip_left -= skip as u64;
             if self.data_left > 0 {
                 if self.buffer.is_empty() {
                     return Ok(None);

@@ -72,3 +72,33 @@ impl H3Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes on the wire, as RFC 9114 §8.1 and RFC 9204 §6 number them:
+    /// a client reads the reason for a reset or a close by them.
+    #[test]
+    fn each_error_has_its_rfc_code() {
+        let codes = [
+            (H3Error::NoError, 0x100),
+            (H3Error::Internal, 0x102),
+            (H3Error::StreamCreation, 0x103),
+            (H3Error::ClosedCriticalStream, 0x104),
+            (H3Error::FrameUnexpected, 0x105),
+            (H3Error::Frame, 0x106),
+            (H3Error::ExcessiveLoad, 0x107),
+            (H3Error::Settings, 0x109),
+            (H3Error::MissingSettings, 0x10a),
+            (H3Error::RequestRejected, 0x10b),
+            (H3Error::RequestIncomplete, 0x10d),
+            (H3Error::Message, 0x10e),
+            (H3Error::QpackDecompression, 0x200),
+            (H3Error::QpackEncoderStream, 0x201),
+        ];
+        for (error, code) in codes {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+    }
+}
