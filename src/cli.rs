@@ -37,7 +37,8 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                                                 [--nats-prefix NAME] [--nats-buffer SIZE]]
                            [--state DIR|jetstream [--state-timeout T] [--state-replicas N]
                                                   [--placement-lease T] [--placement-idle T]]
-                           [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--version] [--help]
+                           [--actor-route PATH=ADDRESS]... [--http2 on|off|only] [--http3 on|off]
+                           [--version] [--help]
 
   --bind ADDR:PORT          address to listen on (default 0.0.0.0:9000); a host
                             name is resolved now, to its first address; repeat for
@@ -157,6 +158,10 @@ usage: uppercut-mio-server [--bind ADDR:PORT]... [--bind-tls ADDR:PORT]... [--po
                             plain clients that open with its preface (default on);
                             only: plain listeners speak HTTP/2 alone (h2c, as gRPC
                             backends do), closing any other opening
+  --http3 on|off            also serve HTTP/3 (QUIC) on UDP at the first TLS listener's
+                            port, and advertise it in Alt-Svc on HTTPS responses
+                            (default off: open UDP on that port in the firewall
+                            first; needs --tls-cert)
   --version                 print the version
   --help                    print this help
 
@@ -402,6 +407,13 @@ where
                     other => return Err(format!("--http2: not on, off or only: {other}")),
                 };
             }
+            "--http3" => {
+                config.http3 = match value()?.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    other => return Err(format!("--http3: not on or off: {other}")),
+                };
+            }
             "--nats-ca" => nats_ca = Some(path(&flag, os_value()?)?),
             "--nats-creds" => nats_creds = Some(path(&flag, os_value()?)?),
             "--nats-tls-cert" => nats_tls_cert = Some(path(&flag, os_value()?)?),
@@ -524,6 +536,9 @@ where
         (None, Some(_)) => return Err("--tls-key needs --tls-cert".into()),
         (None, None) => None,
     };
+    if config.http3 && config.tls.is_none() {
+        return Err("--http3 on needs --tls-cert and --tls-key".into());
+    }
     // Without --bind-tls, --tls-cert makes every --bind TLS (as with one);
     // with it, --bind is plain (the default address, if none is given).
     if let Some(&first) = binds.first() {

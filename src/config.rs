@@ -242,6 +242,17 @@ pub struct Config {
     /// is written, its lease given up and it is unloaded
     /// (`--placement-idle`).
     pub placement_idle: Duration,
+    /// Serve HTTP/3 (`--http3 on`): QUIC on UDP at the first TLS
+    /// listener's port, one socket per poller, and `Alt-Svc: h3=":PORT"`
+    /// on the responses of TLS connections. Needs [`Config::tls`]. Off by
+    /// default (docs/operations.md says why).
+    pub http3: bool,
+    /// HTTP/3: past this many connections open on a poller, a client's
+    /// first Initial gets a Retry, so that its address is proven before
+    /// the server spends a handshake on it (RFC 9000 §8.1.2); 0 asks it of
+    /// every client. A flood of Initials from spoofed addresses then costs
+    /// the server one small packet each.
+    pub http3_retry_above: usize,
 }
 
 /// Where durable actors keep their state.
@@ -447,6 +458,8 @@ impl Default for Config {
             state: None,
             placement_lease: Duration::from_secs(2),
             placement_idle: Duration::from_secs(300),
+            http3: false,
+            http3_retry_above: 256,
         }
     }
 }

@@ -98,8 +98,11 @@ pub mod fault {
 
 mod actors;
 mod cluster;
+mod gateway;
+mod h3;
 mod http;
 mod http2;
+mod http3;
 mod log_limit;
 mod mail;
 #[cfg(test)]

@@ -159,6 +159,278 @@ impl H2Session {
     }
 }
 
+/// QPACK as the server reads and writes it (`h3::qpack`): no dynamic
+/// table, static references and literals. For test clients, which
+/// encode their requests' field sections with [`qpack_encode`] and read
+/// the server's with [`qpack_decode`].
+pub fn qpack_encode(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    crate::h3::qpack::encode(fields.iter().copied(), &mut out);
+    out
+}
+
+/// The fields of the field section `block` (see [`qpack_encode`]); `None`
+/// when it is malformed, refers to a dynamic table, or passes 64 KiB.
+pub fn qpack_decode(block: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    crate::h3::qpack::decode(block, 64 * 1024)
+        .ok()
+        .map(|fields| fields.fields)
+}
+
+/// How an HTTP/3 request stream stood after the bytes given ([`H3Request`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum H3Outcome {
+    /// More is to come.
+    More,
+    /// Served: the HTTP/1.1 response the routes wrote, and the field
+    /// section and body the stream sends back (empty when the response
+    /// could not be said in HTTP/3, which resets the stream).
+    Answered {
+        /// The HTTP/1.1 response the request stream wrote.
+        response: Vec<u8>,
+        /// Its field section, QPACK-encoded.
+        fields: Vec<u8>,
+        /// Its body (none for a HEAD request).
+        body: Vec<u8>,
+    },
+    /// The request's route is an actor's: the call is not sent here.
+    Calling,
+    /// Refused: the stream reset (`false`) or the connection closed
+    /// (`true`), with this HTTP/3 error code.
+    Refused {
+        /// The whole connection, not the stream alone.
+        connection: bool,
+        /// The HTTP/3 error code.
+        code: u64,
+    },
+}
+
+/// One HTTP/3 request stream without QUIC: what the server does with its
+/// bytes (`http3::request`), and then with the request they carry (served
+/// through `gateway/` as a session serves it), for the fuzz target.
+#[derive(Debug)]
+pub struct H3Request {
+    reader: crate::http3::request::RequestReader,
+    max_body: u64,
+    done: bool,
+}
+
+impl H3Request {
+    /// A stream on a server whose bodies may be `max_body` bytes.
+    pub fn new(max_body: u64) -> H3Request {
+        H3Request {
+            reader: Default::default(),
+            max_body,
+            done: false,
+        }
+    }
+
+    /// Adds what the stream gave (`ended`: then its FIN), answering from
+    /// `routes` on `date` once the request is whole or refused. Nothing
+    /// more is read once it was.
+    pub fn feed(
+        &mut self,
+        bytes: &[u8],
+        ended: bool,
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+    ) -> H3Outcome {
+        use crate::gateway::{Origin, Protocol, Served, Serving};
+        use crate::http3::request::{Progress, Refused};
+        if self.done {
+            return H3Outcome::More;
+        }
+        let progress = match self.reader.feed(bytes, ended, self.max_body) {
+            Ok(Progress::More) => return H3Outcome::More,
+            Ok(progress) => progress,
+            Err(refused) => {
+                self.done = true;
+                let (connection, error) = match refused {
+                    Refused::Connection(error) => (true, error),
+                    Refused::Stream(error) => (false, error),
+                };
+                return H3Outcome::Refused {
+                    connection,
+                    code: error.code(),
+                };
+            }
+        };
+        self.done = true;
+        let mut request = BytesMut::new();
+        self.reader.write(progress, &mut request);
+        let serving = Serving {
+            routes,
+            date,
+            log: None,
+            metrics: None,
+        };
+        let origin = Origin {
+            peer: None,
+            secure: true,
+            protocol: Protocol::Http3,
+        };
+        let mut response = BytesMut::new();
+        let stream = match crate::gateway::serve(&request, origin, &serving, &mut response) {
+            Served::Calling(..) => return H3Outcome::Calling,
+            Served::Answered(stream) => stream,
+        };
+        let written = crate::gateway::written(stream, &mut response);
+        let whole = written.to_vec();
+        let head_only = self.reader.is_head();
+        let (fields, body) = match crate::gateway::convert::read_response(written, head_only) {
+            Ok(converted) => {
+                let mut fields = Vec::new();
+                crate::http3::message::response_fields(
+                    converted.head.status(),
+                    converted.head.headers(),
+                    &mut fields,
+                );
+                (fields, converted.body.to_vec())
+            }
+            Err(_) => (Vec::new(), Vec::new()),
+        };
+        H3Outcome::Answered {
+            response: whole,
+            fields,
+            body,
+        }
+    }
+}
+
+/// Datagrams from anywhere into an HTTP/3 endpoint, as a poller's
+/// (`runtime::quic`) takes them, with no socket: what it sends back is
+/// counted, for the fuzz target, which checks that malformed datagrams
+/// panic nothing and that no client whose address is unproven is sent
+/// more than three times what it sent.
+pub struct QuicDatagrams {
+    endpoint: quinn_proto::Endpoint,
+    config: std::sync::Arc<quinn_proto::ServerConfig>,
+    sessions:
+        std::collections::HashMap<quinn_proto::ConnectionHandle, crate::http3::session::Session>,
+    received: u64,
+    sent: u64,
+    now: std::time::Instant,
+}
+
+impl std::fmt::Debug for QuicDatagrams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuicDatagrams")
+            .field("sessions", &self.sessions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl QuicDatagrams {
+    /// An endpoint serving the certificate and key in `files`; `None` when
+    /// they cannot be read.
+    pub fn new(files: &crate::config::TlsFiles) -> Option<QuicDatagrams> {
+        let acceptor = crate::tls::TlsAcceptor::new(files, false)
+            .ok()?
+            .with_quic(quinn_proto::TransportConfig::default())
+            .ok()?;
+        let config = acceptor.quic()?;
+        let endpoint_config = quinn_proto::EndpointConfig::default();
+        let endpoint = quinn_proto::Endpoint::new(
+            std::sync::Arc::new(endpoint_config),
+            Some(std::sync::Arc::clone(&config)),
+            true,
+            Some([7; 32]),
+        );
+        Some(QuicDatagrams {
+            endpoint,
+            config,
+            sessions: Default::default(),
+            received: 0,
+            sent: 0,
+            now: std::time::Instant::now(),
+        })
+    }
+
+    /// One datagram from `from`, handled as the endpoint handles it: a
+    /// new connection accepted, a known one driven (its streams answered
+    /// from `routes` on `date`), and what comes back counted.
+    pub fn handle(
+        &mut self,
+        from: std::net::SocketAddr,
+        datagram: &[u8],
+        routes: &Routes,
+        date: &[u8; DATE_LEN],
+    ) {
+        use quinn_proto::DatagramEvent;
+        let _ = crate::runtime::quic::owner_of(datagram);
+        self.received += datagram.len() as u64;
+        let mut buf = Vec::new();
+        let event = self.endpoint.handle(
+            self.now,
+            from,
+            None,
+            None,
+            BytesMut::from(datagram),
+            &mut buf,
+        );
+        let handle = match event {
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                let config = Some(std::sync::Arc::clone(&self.config));
+                match self.endpoint.accept(incoming, self.now, &mut buf, config) {
+                    Ok((handle, connection)) => {
+                        let limits = crate::http3::session::Limits { max_body: 1 << 20 };
+                        let session = crate::http3::session::Session::new(connection, from, limits);
+                        self.sessions.insert(handle, session);
+                        handle
+                    }
+                    Err(error) => {
+                        if let Some(transmit) = error.response {
+                            self.sent += transmit.size as u64;
+                        }
+                        return;
+                    }
+                }
+            }
+            Some(DatagramEvent::ConnectionEvent(handle, event)) => {
+                let Some(session) = self.sessions.get_mut(&handle) else {
+                    return;
+                };
+                session.connection().handle_event(event);
+                handle
+            }
+            Some(DatagramEvent::Response(transmit)) => {
+                self.sent += transmit.size as u64;
+                return;
+            }
+            None => return,
+        };
+        let serving = crate::gateway::Serving {
+            routes,
+            date,
+            log: None,
+            metrics: None,
+        };
+        let Some(session) = self.sessions.get_mut(&handle) else {
+            return;
+        };
+        session.drive(self.now, &serving);
+        drop(session.take_calls());
+        let connection = session.connection();
+        while let Some(event) = connection.poll_endpoint_events() {
+            if let Some(event) = self.endpoint.handle_event(handle, event) {
+                connection.handle_event(event);
+            }
+        }
+        loop {
+            buf.clear();
+            let Some(transmit) = connection.poll_transmit(self.now, 1, &mut buf) else {
+                break;
+            };
+            self.sent += transmit.size as u64;
+        }
+    }
+
+    /// Bytes handed in, and bytes the endpoint answered with.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.received, self.sent)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,6 +113,9 @@ pub(crate) fn final_status(status: ::http::StatusCode) -> u16 {
 pub(crate) struct AddedFields {
     /// `\r\nName: value` per field.
     lines: Box<[u8]>,
+    /// The same with `Alt-Svc` after them, for responses over TLS once
+    /// HTTP/3 is served ([`AddedFields::advertise_h3`]).
+    secure_lines: Option<Box<[u8]>>,
 }
 
 impl AddedFields {
@@ -134,12 +137,29 @@ impl AddedFields {
         }
         Ok(AddedFields {
             lines: lines.into_boxed_slice(),
+            secure_lines: None,
         })
+    }
+
+    /// Responses over TLS say that HTTP/3 is served on UDP `port` (RFC
+    /// 9114 §3.1.1), for a day, as nginx and Caddy advertise it.
+    pub(crate) fn advertise_h3(&mut self, port: u16) {
+        let mut lines = self.lines.to_vec();
+        lines.extend_from_slice(format!("\r\nAlt-Svc: h3=\":{port}\"; ma=86400").as_bytes());
+        self.secure_lines = Some(lines.into_boxed_slice());
     }
 
     /// The lines, each starting with CRLF.
     pub(crate) fn lines(&self) -> &[u8] {
         &self.lines
+    }
+
+    /// The lines a response carries over TLS (`secure`) or not.
+    pub(crate) fn lines_for(&self, secure: bool) -> &[u8] {
+        match (secure, &self.secure_lines) {
+            (true, Some(lines)) => lines,
+            _ => &self.lines,
+        }
     }
 }
 

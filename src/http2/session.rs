@@ -31,14 +31,11 @@ use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Reason, RecvStream, SendStream};
 use slab::Slab;
 
-use crate::http::date::DATE_LEN;
-use crate::http2::gateway::{self, read_response};
+use crate::gateway::convert::{self as gateway, read_response};
+pub(crate) use crate::gateway::Serving;
+use crate::gateway::{Origin, Protocol, Served};
 use crate::http2::pipe::{Flag, Pipe};
-use crate::observe::access_line::AccessRecorder;
-use crate::observe::access_log::AccessLog;
-use crate::observe::metrics::PollerMetrics;
 use crate::request_stream::{Call, CallEnd, RequestStream};
-use crate::routes::table::Routes;
 
 /// What `h2` is told to allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,14 +99,6 @@ enum Conn {
     Handshaking(Handshake<Pipe, Bytes>),
     Open(Connection<Pipe, Bytes>),
     Closed,
-}
-
-/// Everything a stream's request stream is served with.
-pub(crate) struct Serving<'a> {
-    pub(crate) routes: &'a Routes,
-    pub(crate) date: &'a [u8; DATE_LEN],
-    pub(crate) log: Option<&'a Arc<AccessLog>>,
-    pub(crate) metrics: Option<&'a Arc<PollerMetrics>>,
 }
 
 /// How the connection stands after a drive.
@@ -288,8 +277,7 @@ impl Session {
         else {
             return;
         };
-        self.response.clear();
-        stream.complete_call(end, serving.routes, serving.date, &mut self.response);
+        crate::gateway::complete(&mut stream, end, serving, &mut self.response);
         self.respond(key, *stream, head_only);
     }
 
@@ -520,42 +508,25 @@ impl Session {
     }
 
     fn serve_written(&mut self, key: usize, head: &http::request::Parts, serving: &Serving<'_>) {
-        let mut stream = RequestStream::default();
-        stream.set_peer(self.peer);
-        stream.set_secure(self.secure);
-        if let Some(log) = serving.log {
-            let mut recorder = AccessRecorder::new(log, self.peer.map(|peer| peer.ip()));
-            recorder.over_http2();
-            stream.log_to(recorder);
-        }
-        if let Some(metrics) = serving.metrics {
-            stream.count_to(Arc::clone(metrics));
-        }
+        let origin = Origin {
+            peer: self.peer,
+            secure: self.secure,
+            protocol: Protocol::Http2,
+        };
         let head_only = head.method == http::Method::HEAD;
-        self.response.clear();
-        stream.feed(
-            &self.request,
-            serving.routes,
-            serving.date,
-            &mut self.response,
-        );
-        if let Some(call) = stream.take_call() {
-            self.calls.push((key, call));
-            self.streams[key].phase = Phase::Awaiting {
-                stream: Box::new(stream),
-                head_only,
-            };
-            return;
+        match crate::gateway::serve(&self.request, origin, serving, &mut self.response) {
+            Served::Calling(stream, call) => {
+                self.calls.push((key, call));
+                self.streams[key].phase = Phase::Awaiting { stream, head_only };
+            }
+            Served::Answered(stream) => self.respond(key, stream, head_only),
         }
-        self.respond(key, stream, head_only);
     }
 
     /// Sends what `stream` wrote as the response of stream `key`.
-    fn respond(&mut self, key: usize, mut stream: RequestStream, head_only: bool) {
-        let written = self.response.split().freeze();
+    fn respond(&mut self, key: usize, stream: RequestStream, head_only: bool) {
         // Handed to h2: as far as the access log goes, sent.
-        stream.sent(written.len());
-        drop(stream);
+        let written = crate::gateway::written(stream, &mut self.response);
         self.answered += 1;
         let Some(entry) = self.streams.get_mut(key) else {
             return;

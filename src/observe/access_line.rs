@@ -47,9 +47,9 @@ pub(crate) struct AccessRecorder {
     /// bytes the socket took, since the connection began.
     queued: u64,
     sent: u64,
-    /// The request came over HTTP/2 (as the HTTP/1.1 request it means):
-    /// its line says `HTTP/2.0`.
-    http2: bool,
+    /// The request came over HTTP/2 or HTTP/3 (as the HTTP/1.1 request it
+    /// means): its line says this version (`HTTP/2.0`, `HTTP/3.0`).
+    version: Option<&'static [u8]>,
 }
 
 /// A response written to the output whose line waits for it to be sent.
@@ -96,13 +96,18 @@ impl AccessRecorder {
             waiting: Vec::new(),
             queued: 0,
             sent: 0,
-            http2: false,
+            version: None,
         }
     }
 
     /// The requests come over HTTP/2: their lines say so.
     pub(crate) fn over_http2(&mut self) {
-        self.http2 = true;
+        self.version = Some(b" HTTP/2.0");
+    }
+
+    /// The requests come over HTTP/3: their lines say so.
+    pub(crate) fn over_http3(&mut self) {
+        self.version = Some(b" HTTP/3.0");
     }
 
     /// A request head arrived (whole, or as much as there is of one that is
@@ -126,16 +131,16 @@ impl AccessRecorder {
             }
         }
         let request_line = request_line.strip_suffix(b"\r").unwrap_or(request_line);
-        match self.http2 {
-            true => {
+        match self.version {
+            Some(version) => {
                 let mut line = request_line
                     .strip_suffix(b" HTTP/1.1")
                     .unwrap_or(request_line)
                     .to_vec();
-                line.extend_from_slice(b" HTTP/2.0");
+                line.extend_from_slice(version);
                 self.begin(Some(&line));
             }
-            false => self.begin(Some(request_line)),
+            None => self.begin(Some(request_line)),
         }
         self.line.extend_from_slice(b" ");
         quoted(&mut self.line, referer);

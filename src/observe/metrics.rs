@@ -134,6 +134,12 @@ pub(crate) struct PollerMetrics {
     pub http2_connections: AtomicU64,
     pub http2_streams: AtomicU64,
     pub http2_resets: AtomicU64,
+    /// HTTP/3 connections accepted, requests begun, streams the client
+    /// reset, and Retry packets sent to validate addresses.
+    pub http3_connections: AtomicU64,
+    pub http3_streams: AtomicU64,
+    pub http3_resets: AtomicU64,
+    pub quic_retries: AtomicU64,
     /// Envelopes this poller and its connections sent through the scheduler.
     pub envelopes: AtomicU64,
     /// Gauges, set by the poller that owns the pool.

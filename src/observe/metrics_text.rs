@@ -31,6 +31,8 @@ pub(crate) struct Series {
     pub(crate) upstream: bool,
     /// HTTP/2 connections, streams and how they ended (`--http2 on`).
     pub(crate) http2: bool,
+    /// HTTP/3 connections, streams and Retry packets (`--http3 on`).
+    pub(crate) http3: bool,
     /// What each route slot is called (`Routes::route_names`).
     pub(crate) routes: Vec<String>,
     /// The cluster's (`--nats`).
@@ -194,6 +196,51 @@ pub(crate) fn render(
             let reasons = GOAWAY_REASONS.iter().map(|&(_, label)| label);
             for (label, count) in reasons.chain(["other"]).zip(counts) {
                 page.sample(&format!("poller=\"{index}\",reason=\"{label}\""), count);
+            }
+        }
+    }
+    if series.http3 {
+        page.family(
+            "uppercut_http3_connections_total",
+            "counter",
+            "QUIC connections accepted for HTTP/3.",
+        );
+        per_poller(&mut page, &|p| load(&p.http3_connections));
+        page.family(
+            "uppercut_http3_streams_total",
+            "counter",
+            "HTTP/3 request streams begun (requests).",
+        );
+        per_poller(&mut page, &|p| load(&p.http3_streams));
+        page.family(
+            "uppercut_http3_resets_total",
+            "counter",
+            "HTTP/3 request streams the client reset before they were answered.",
+        );
+        per_poller(&mut page, &|p| load(&p.http3_resets));
+        page.family(
+            "uppercut_quic_retries_total",
+            "counter",
+            "Retry packets sent to validate a client's address before its handshake.",
+        );
+        per_poller(&mut page, &|p| load(&p.quic_retries));
+    }
+    if series.http2 || series.http3 {
+        page.family(
+            "uppercut_protocol_streams_total",
+            "counter",
+            "Requests begun on HTTP/2 and HTTP/3 streams, by protocol.",
+        );
+        for (index, poller) in pollers.iter().enumerate() {
+            let protocols = [
+                (series.http2, "h2", load(&poller.http2_streams)),
+                (series.http3, "h3", load(&poller.http3_streams)),
+            ];
+            for (_, protocol, count) in protocols.iter().filter(|(on, _, _)| *on) {
+                page.sample(
+                    &format!("poller=\"{index}\",protocol=\"{protocol}\""),
+                    *count,
+                );
             }
         }
     }

@@ -512,7 +512,8 @@ impl Framer {
         date: &'a [u8; DATE_LEN],
     ) -> ResponseOut<'a> {
         let persistence = self.persistence(answer.persistence);
-        ResponseOut::new(out, date, persistence, answer.head_only).with_added(routes.added.lines())
+        ResponseOut::new(out, date, persistence, answer.head_only)
+            .with_added(routes.added.lines_for(self.secure))
     }
 
     /// Writes one response into `to` with `write`, logs and counts it, and

@@ -183,8 +183,8 @@ impl RequestStream {
                 chain: routes.chain(kept.chain),
                 request,
             });
-        let to =
-            ResponseOut::new(out, date, persistence, head_only).with_added(routes.added.lines());
+        let to = ResponseOut::new(out, date, persistence, head_only)
+            .with_added(routes.added.lines_for(self.framer.secure));
         let mut to = match &after {
             Some(after) => to.with_after(after),
             None => to,

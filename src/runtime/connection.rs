@@ -25,18 +25,13 @@ use log::{debug, warn};
 use mio::Token;
 use uppercut::api::{AnyActor, AnySender, Envelope};
 
-use crate::actors::blocking_handler::HandlerJob;
-use crate::actors::house::CallPath;
-use crate::actors::placed::name_for;
 use crate::http::date::DATE_LEN;
 use crate::log_limit::WarnLimiter;
 use crate::net::transport::{Handshake, Transport};
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::metrics::{PollerMetrics, TimeoutKind};
 use crate::request_stream::{Call, CallEnd, RequestStream, OUTPUT_HIGH_WATER};
-use crate::routes::actor::ActorRequest;
-use crate::routes::actor_response::ActorResponse;
-use crate::routes::reply::{self, Outcome, ReplyTo};
+use crate::routes::reply::{Outcome, ReplyTo};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::shared::Shared;
 use crate::runtime::timeouts::{Activity, ConnectionTimer, Expiry};
@@ -236,70 +231,8 @@ impl Connection {
         sender: &dyn AnySender,
     ) -> Option<Outcome> {
         let shared = &*self.shared;
-        let timeout = shared.routes().actor_routes()[call.actor].timeout;
-        let request = ActorRequest::new(call.parts, reply_to);
-        match shared.call_path(call.actor) {
-            CallPath::Cell(cell) => {
-                let expected = reply::expect(shared.reply_queue_id(), id);
-                let context = shared.actor_context(sender);
-                context.deliver(cell, Envelope::of(request));
-                expected.finish()
-            }
-            CallPath::Blocking(pool) => {
-                pool.submit(Envelope::of(request));
-                None
-            }
-            CallPath::BlockingHandler(pool, handler) => {
-                let handler = Arc::clone(handler);
-                pool.submit(Envelope::of(HandlerJob { handler, request }));
-                None
-            }
-            // The poller's own upstream pool.
-            CallPath::Upstream => {
-                self.mode.to_poller(shared, Envelope::of(request), sender);
-                None
-            }
-            // A placed name: its activation here, or its holder's.
-            CallPath::Placed(name) => {
-                let expected = reply::expect(shared.reply_queue_id(), id);
-                let context = shared.actor_context(sender);
-                match context.directory().placement() {
-                    Some(placement) => {
-                        placement.deliver(name, Envelope::of(request), false, &context)
-                    }
-                    // Dropped unanswered: 502 (never, once the server runs).
-                    None => drop(request),
-                }
-                expected.finish()
-            }
-            // A placed name made from the request's path parameters.
-            CallPath::PlacedTemplate(template) => {
-                let name = match name_for(template, &request.request()) {
-                    Ok(name) => name,
-                    Err(why) => {
-                        request.respond(ActorResponse::failure(400, &why));
-                        return None;
-                    }
-                };
-                let expected = reply::expect(shared.reply_queue_id(), id);
-                let context = shared.actor_context(sender);
-                match context.directory().placement() {
-                    Some(placement) => {
-                        placement.deliver(&name, Envelope::of(request), false, &context)
-                    }
-                    None => drop(request),
-                }
-                expected.finish()
-            }
-            // Another server's actor, through the poller's NATS link; a
-            // request that cannot go is answered here, at once.
-            CallPath::Remote(to) => {
-                let cluster = shared.cluster()?;
-                let expected = reply::expect(shared.reply_queue_id(), id);
-                cluster.request(shared.index(), to, request, timeout);
-                expected.finish()
-            }
-        }
+        let mut upstream = |request: Envelope| self.mode.to_poller(shared, request, sender);
+        shared.dispatch_call(call, id, reply_to, sender, &mut upstream)
     }
 
     /// Ends the call, however it ended: answered, timed out, or the

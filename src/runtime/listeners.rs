@@ -78,3 +78,23 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
     info!("open-files limit: {}", limit.rlim_cur);
     Ok(limit.rlim_cur)
 }
+
+/// A non-blocking UDP socket on `addr` for HTTP/3, with SO_REUSEPORT so
+/// every poller has one on the same port; the first (`exclusive`) is bound
+/// before it sets SO_REUSEPORT, as [`exclusive_listener`] is, so that a
+/// port another program holds is an error rather than a share.
+pub(crate) fn reuseport_udp(addr: SocketAddr, exclusive: bool) -> io::Result<mio::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+    if !exclusive {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    // Room for bursts of datagrams between two rounds of the poller.
+    let _ = socket.set_recv_buffer_size(4 << 20);
+    let _ = socket.set_send_buffer_size(4 << 20);
+    socket.bind(&addr.into()).map_err(|e| bind_error(e, addr))?;
+    if exclusive {
+        socket.set_reuse_port(true)?;
+    }
+    Ok(mio::net::UdpSocket::from_std(socket.into()))
+}

@@ -10,6 +10,7 @@ pub(crate) mod listeners;
 pub(crate) mod local_dispatch;
 pub(crate) mod poller;
 pub(crate) mod pool_threads;
+pub(crate) mod quic;
 pub(crate) mod server;
 pub(crate) mod shared;
 pub(crate) mod signals;

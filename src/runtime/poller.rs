@@ -37,6 +37,7 @@ use crate::routes::reply::Delivery;
 use crate::runtime::connections::{ConnectionSet, Outbox, Turn};
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::pool_threads::PoolThreads;
+use crate::runtime::quic::{QuicEndpoint, QuicHandoff, QUIC, QUIC_CALLS};
 use crate::runtime::shared::Shared;
 use crate::runtime::wakeup::{Closed, Tick, HANGUP, MAIL, READY};
 use crate::upstream::pool::{self as upstream, UpstreamPool};
@@ -98,6 +99,10 @@ pub(crate) struct Poller {
     running: Option<mpsc::Sender<()>>,
     /// With `--nats`: this poller's connection to NATS.
     link: Option<Link>,
+    /// With `--http3`: this poller's UDP socket and QUIC connections.
+    quic: Option<QuicEndpoint>,
+    /// Datagrams other pollers handed to this one.
+    quic_handoff: Option<Arc<QuicHandoff>>,
 }
 
 impl Poller {
@@ -129,6 +134,8 @@ impl Poller {
             port_work: PortWork::default(),
             running: None,
             link: None,
+            quic: None,
+            quic_handoff: None,
         })
     }
 
@@ -138,6 +145,20 @@ impl Poller {
         if let Some(link) = &mut self.link {
             link.tick(self.poll.registry(), self.shared.now_ms());
         }
+        self
+    }
+
+    /// Serves HTTP/3 through `quic`, taking what other pollers hand over
+    /// through `handoff`.
+    pub(crate) fn with_quic(
+        mut self,
+        quic: Option<QuicEndpoint>,
+        handoff: Arc<QuicHandoff>,
+    ) -> Poller {
+        if quic.is_some() {
+            self.quic_handoff = Some(handoff);
+        }
+        self.quic = quic;
         self
     }
 
@@ -172,11 +193,14 @@ impl Poller {
             .take()
             .unwrap_or_else(|| Events::with_capacity(EVENTS_CAPACITY));
         let sweep = self.shared.timeouts().sweep;
-        let drained = self.listeners.is_empty() && self.connections.is_empty();
+        let drained = self.listeners.is_empty()
+            && self.connections.is_empty()
+            && self.quic.as_ref().is_none_or(QuicEndpoint::is_idle);
         // Mail or a socket handed over while this poller blocked would wait
         // for it (see `wakeup::Parking`).
         let shared = &self.shared;
         let link = &self.link;
+        let handoff = &self.quic_handoff;
         let block = block
             && !drained
             && shared.parking().park(|| {
@@ -185,10 +209,23 @@ impl Poller {
                     || shared.replies().is_pending()
                     || shared.port().is_pending()
                     || link.as_ref().is_some_and(Link::is_pending)
+                    || handoff
+                        .as_ref()
+                        .is_some_and(|handoff| handoff.has_queued(shared.index()))
             });
+        let holds =
+            !self.connections.is_empty() || self.quic.as_ref().is_some_and(|quic| !quic.is_idle());
         let timeout = match block {
-            true => (!self.connections.is_empty()).then_some(sweep),
+            true => holds.then_some(sweep),
             false => Some(Duration::ZERO),
+        };
+        // A QUIC timer due (loss, acknowledgement, idle) wakes it too.
+        let timeout = match self.quic.as_mut().and_then(QuicEndpoint::next_timeout) {
+            Some(due) => {
+                let wait = due.saturating_duration_since(Instant::now());
+                Some(wait.min(timeout.unwrap_or(Duration::MAX)))
+            }
+            None => timeout,
         };
         // A reconnect due wakes the poller too.
         let timeout = match self.link.as_ref().and_then(Link::next_deadline_ms) {
@@ -223,6 +260,11 @@ impl Poller {
                         self.accept(index, sender);
                     }
                 }
+                QUIC => {
+                    if let Some(quic) = &mut self.quic {
+                        quic.on_readable();
+                    }
+                }
                 NATS => {
                     if let Some(link) = &mut self.link {
                         let context = self.shared.actor_context(&*sender);
@@ -247,6 +289,10 @@ impl Poller {
         }
         self.events = Some(events);
         let found = self.take_handed(sender) || found;
+        let found = match &mut self.quic {
+            Some(quic) => quic.run(&self.shared, &*sender, &mut self.inbox) || found,
+            None => found,
+        };
         if self
             .accept_paused_until_ms
             .is_some_and(|until| now_ms >= until)
@@ -268,6 +314,9 @@ impl Poller {
             }
             if let Some(link) = &mut self.link {
                 link.sweep(now_ms);
+            }
+            if let Some(quic) = &mut self.quic {
+                quic.sweep(now_ms, &self.shared, &*sender, &mut self.inbox);
             }
         }
         if let Some(link) = &mut self.link {
@@ -302,6 +351,12 @@ impl Poller {
             self.shared.replies().take(&mut deliveries);
             let found = sent || !deliveries.is_empty();
             for delivery in deliveries.drain(..) {
+                if delivery.key == QUIC_CALLS {
+                    if let Some(quic) = &mut self.quic {
+                        quic.deliver(delivery, &self.shared, &*sender, &mut self.inbox);
+                    }
+                    continue;
+                }
                 let mut out = Outbox {
                     sender: &mut *sender,
                     inbox: &mut self.inbox,
@@ -362,6 +417,9 @@ impl Poller {
         if let Some(link) = &mut self.link {
             link.begin_drain(self.poll.registry(), self.shared.now_ms());
         }
+        if let Some(quic) = &mut self.quic {
+            quic.begin_drain(&self.shared, &*sender, &mut self.inbox);
+        }
         let mut out = Outbox {
             sender,
             inbox: &mut self.inbox,
@@ -400,7 +458,9 @@ impl Poller {
                 || self.shared.port().take_lend()
                 || Instant::now() >= slice_end
                 || self.shared.phase() != phase
-                || (phase == Phase::Draining && self.connections.is_empty())
+                || (phase == Phase::Draining
+                    && self.connections.is_empty()
+                    && self.quic.as_ref().is_none_or(QuicEndpoint::is_idle))
             {
                 return;
             }
@@ -410,6 +470,10 @@ impl Poller {
     /// Closes every connection and stops this actor.
     fn stop(&mut self, sender: &mut dyn AnySender) {
         self.close_handoffs();
+        if let Some(mut quic) = self.quic.take() {
+            quic.stop(&self.shared);
+            quic.deregister(self.poll.registry());
+        }
         if let Some(link) = &mut self.link {
             link.stop(self.poll.registry());
         }
@@ -445,7 +509,8 @@ impl AnyActor for Poller {
             Phase::Running => {}
             Phase::Draining => {
                 self.begin_drain(sender);
-                if self.connections.is_empty() && may_stop {
+                let quic_idle = self.quic.as_ref().is_none_or(QuicEndpoint::is_idle);
+                if self.connections.is_empty() && quic_idle && may_stop {
                     return self.stop(sender);
                 }
             }

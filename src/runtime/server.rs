@@ -39,8 +39,9 @@ use crate::routes::Routes;
 use crate::runtime::balance::Balance;
 use crate::runtime::hosting::hosting;
 use crate::runtime::lifecycle::{Phase, ServerState};
-use crate::runtime::listeners::{exclusive_listener, reuseport_listener};
+use crate::runtime::listeners::{exclusive_listener, reuseport_listener, reuseport_udp};
 use crate::runtime::poller::{Poller, MAX_LISTENERS, WAKER};
+use crate::runtime::quic::{QuicEndpoint, QuicHandoff, QuicShared};
 use crate::runtime::shared::{PollerParts, Shared};
 use crate::runtime::signals::{self, Blocked, Signal};
 use crate::runtime::state_file::StateFile;
@@ -160,8 +161,34 @@ impl Server {
             }
         }
         let local_addr = bound[0].addr;
+        // HTTP/3: a UDP socket per poller on the first TLS listener's port.
+        let h3_addr = match config.http3 {
+            true => Some(
+                bound
+                    .iter()
+                    .find(|l| l.tls)
+                    .map(|l| l.addr)
+                    .ok_or_else(|| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "HTTP/3 needs a TLS listener (Config::tls, --tls-cert and --tls-key)",
+                        )
+                    })?,
+            ),
+            false => None,
+        };
+        let mut udp = Vec::with_capacity(pollers);
+        if let Some(addr) = h3_addr {
+            for index in 0..pollers {
+                udp.push(reuseport_udp(addr, index == 0)?);
+            }
+        }
 
-        let routes = Arc::new(configured(config, routes)?);
+        let mut routes = configured(config, routes)?;
+        if let Some(addr) = h3_addr {
+            routes.added.advertise_h3(addr.port());
+        }
+        let routes = Arc::new(routes);
         // The server reloads the directory it loaded, not a site the
         // routes came with.
         let site = match config.static_dir {
@@ -171,7 +198,14 @@ impl Server {
         let tls = config
             .tls
             .as_ref()
-            .map(|files| TlsAcceptor::new(files, config.http2).map(Arc::new))
+            .map(|files| {
+                let acceptor = TlsAcceptor::new(files, config.http2)?;
+                match config.http3 {
+                    true => acceptor.with_quic(quic_transport(config)),
+                    false => Ok(acceptor),
+                }
+                .map(Arc::new)
+            })
             .transpose()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         if let Some(name) = &config.log_name {
@@ -250,6 +284,7 @@ impl Server {
                     websocket: routes.has_websockets(),
                     upstream: config.upstream.is_some(),
                     http2: config.http2,
+                    http3: config.http3,
                     routes: routes.route_names(),
                     cluster: cluster
                         .as_ref()
@@ -262,6 +297,22 @@ impl Server {
                 MetricsServer::start(addr, counters.clone(), series)
             })
             .transpose()?;
+        let handoff = Arc::new(QuicHandoff::new(&parkings));
+        let quic_shared = QuicShared {
+            reset_key: Arc::new(
+                ring::hmac::Key::generate(
+                    ring::hmac::HMAC_SHA256,
+                    &ring::rand::SystemRandom::new(),
+                )
+                .map_err(|_| io::Error::other("no randomness for QUIC's reset key"))?,
+            ),
+            handoff: Arc::clone(&handoff),
+            limits: crate::http3::session::Limits {
+                max_body: config.max_body,
+            },
+            retry_above: config.http3_retry_above,
+        };
+        let mut udp = udp.into_iter();
         let mut actors = Vec::with_capacity(pollers);
         let pollers_and_listeners = polls.into_iter().zip(listeners).zip(&parkings);
         for (index, ((poll, listeners), parking)) in pollers_and_listeners.enumerate() {
@@ -288,8 +339,23 @@ impl Server {
             let link = cluster
                 .as_ref()
                 .map(|cluster| Link::new(index, Arc::clone(cluster)));
-            let poller =
-                Poller::new(poll, listeners, shared, connections, upstream)?.with_link(link);
+            let quic = match (udp.next(), &tls) {
+                (Some(socket), Some(tls)) => {
+                    let tls = Arc::clone(tls);
+                    let config = Box::new(move || tls.quic());
+                    Some(QuicEndpoint::new(
+                        socket,
+                        index,
+                        &quic_shared,
+                        config,
+                        poll.registry(),
+                    )?)
+                }
+                _ => None,
+            };
+            let poller = Poller::new(poll, listeners, shared, connections, upstream)?
+                .with_link(link)
+                .with_quic(quic, Arc::clone(&handoff));
             actors.push(poller);
         }
 
@@ -744,6 +810,19 @@ pub(crate) fn configured(config: &Config, routes: Routes) -> io::Result<Routes> 
         .with_added_fields(added)
         .with_websocket_max_message(config.ws_max_message)
         .with_websocket_deflate(config.ws_deflate))
+}
+
+/// HTTP/3's QUIC transport: streams as HTTP/2's (128 requests open at
+/// once), a few unidirectional ones (the client's control and QPACK
+/// streams, and room for grease), the keep-alive timeout as the idle
+/// timeout.
+fn quic_transport(config: &Config) -> quinn_proto::TransportConfig {
+    let mut transport = quinn_proto::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(quinn_proto::VarInt::from_u32(128))
+        .max_concurrent_uni_streams(quinn_proto::VarInt::from_u32(8))
+        .max_idle_timeout(quinn_proto::IdleTimeout::try_from(config.timeouts.keepalive).ok());
+    transport
 }
 
 /// What the access log calls this server: `Config::log_name`, else the

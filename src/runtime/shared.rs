@@ -11,8 +11,10 @@ use log::warn;
 use mio::Registry;
 use uppercut::api::{AnySender, Envelope};
 
+use crate::actors::blocking_handler::HandlerJob;
 use crate::actors::context::RunContext;
 use crate::actors::house::{ActorHouse, CallPath};
+use crate::actors::placed::name_for;
 use crate::actors::port::PollerPort;
 use crate::cluster::Cluster;
 use crate::config::Timeouts;
@@ -20,8 +22,11 @@ use crate::http::date::{DateCache, DATE_LEN};
 use crate::net::transport::{Accepted, Transport};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::PollerMetrics;
+use crate::request_stream::Call;
 use crate::request_stream::OUTPUT_HIGH_WATER;
-use crate::routes::reply::{Replies, ReplyTo};
+use crate::routes::actor::ActorRequest;
+use crate::routes::actor_response::ActorResponse;
+use crate::routes::reply::{self, Outcome, Replies, ReplyTo};
 use crate::routes::Routes;
 use crate::runtime::balance::Balance;
 use crate::runtime::lifecycle::{Phase, ServerState};
@@ -223,6 +228,83 @@ impl Shared {
             call,
         };
         (call, reply_to)
+    }
+
+    /// Sends `call`, as call `id` answered through `reply_to`, where its
+    /// route goes; its answer if given before this returns (an actor that
+    /// was free runs right here). A request for the poller's own upstream
+    /// pool goes to `upstream`.
+    pub(crate) fn dispatch_call(
+        &self,
+        call: Call,
+        id: u64,
+        reply_to: ReplyTo,
+        sender: &dyn AnySender,
+        upstream: &mut dyn FnMut(Envelope),
+    ) -> Option<Outcome> {
+        let timeout = self.routes().actor_routes()[call.actor].timeout;
+        let request = ActorRequest::new(call.parts, reply_to);
+        match self.call_path(call.actor) {
+            CallPath::Cell(cell) => {
+                let expected = reply::expect(self.reply_queue_id(), id);
+                let context = self.actor_context(sender);
+                context.deliver(cell, Envelope::of(request));
+                expected.finish()
+            }
+            CallPath::Blocking(pool) => {
+                pool.submit(Envelope::of(request));
+                None
+            }
+            CallPath::BlockingHandler(pool, handler) => {
+                let handler = Arc::clone(handler);
+                pool.submit(Envelope::of(HandlerJob { handler, request }));
+                None
+            }
+            CallPath::Upstream => {
+                upstream(Envelope::of(request));
+                None
+            }
+            // A placed name: its activation here, or its holder's.
+            CallPath::Placed(name) => {
+                let expected = reply::expect(self.reply_queue_id(), id);
+                let context = self.actor_context(sender);
+                match context.directory().placement() {
+                    Some(placement) => {
+                        placement.deliver(name, Envelope::of(request), false, &context)
+                    }
+                    // Dropped unanswered: 502 (never, once the server runs).
+                    None => drop(request),
+                }
+                expected.finish()
+            }
+            // A placed name made from the request's path parameters.
+            CallPath::PlacedTemplate(template) => {
+                let name = match name_for(template, &request.request()) {
+                    Ok(name) => name,
+                    Err(why) => {
+                        request.respond(ActorResponse::failure(400, &why));
+                        return None;
+                    }
+                };
+                let expected = reply::expect(self.reply_queue_id(), id);
+                let context = self.actor_context(sender);
+                match context.directory().placement() {
+                    Some(placement) => {
+                        placement.deliver(&name, Envelope::of(request), false, &context)
+                    }
+                    None => drop(request),
+                }
+                expected.finish()
+            }
+            // Another server's actor, through the poller's NATS link; a
+            // request that cannot go is answered here, at once.
+            CallPath::Remote(to) => {
+                let cluster = self.cluster()?;
+                let expected = reply::expect(self.reply_queue_id(), id);
+                cluster.request(self.index(), to, request, timeout);
+                expected.finish()
+            }
+        }
     }
 
     /// The reply queue, as `reply::expect` names it.

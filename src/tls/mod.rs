@@ -70,6 +70,18 @@ pub(crate) struct TlsAcceptor {
     files: TlsFiles,
     resumption: Resumption,
     current: RwLock<Arc<ServerConfig>>,
+    /// With HTTP/3: what new QUIC connections are made with.
+    quic: Option<Quic>,
+}
+
+/// HTTP/3's QUIC configuration: the same certificate and key, TLS 1.3
+/// alone with ALPN `h3`, and what stays across reloads (the key of the
+/// address-validation tokens, which every poller's endpoint shares, and
+/// the transport's limits).
+struct Quic {
+    token_key: Arc<::ring::hkdf::Prk>,
+    transport: Arc<quinn_proto::TransportConfig>,
+    current: RwLock<Arc<quinn_proto::ServerConfig>>,
 }
 
 impl TlsAcceptor {
@@ -90,7 +102,41 @@ impl TlsAcceptor {
             files: files.clone(),
             resumption,
             current: RwLock::new(config),
+            quic: None,
         })
+    }
+
+    /// Serves HTTP/3 too, with `transport`'s limits.
+    pub(crate) fn with_quic(
+        mut self,
+        transport: quinn_proto::TransportConfig,
+    ) -> Result<TlsAcceptor, TlsError> {
+        let mut secret = [0u8; 32];
+        ring::default_provider()
+            .secure_random
+            .fill(&mut secret)
+            .map_err(|e| TlsError::Pair {
+                key: self.files.key.clone(),
+                reason: format!("no randomness for QUIC's tokens: {e:?}"),
+            })?;
+        let salt = ::ring::hkdf::Salt::new(::ring::hkdf::HKDF_SHA256, &[]);
+        let token_key = Arc::new(salt.extract(&secret));
+        let transport = Arc::new(transport);
+        let config = quic_config(&self.files, &self.resumption, &token_key, &transport)?;
+        self.quic = Some(Quic {
+            token_key,
+            transport,
+            current: RwLock::new(config),
+        });
+        Ok(self)
+    }
+
+    /// The QUIC configuration new HTTP/3 connections use, with HTTP/3 on.
+    pub(crate) fn quic(&self) -> Option<Arc<quinn_proto::ServerConfig>> {
+        let quic = self.quic.as_ref()?;
+        Some(Arc::clone(
+            &quic.current.read().unwrap_or_else(|e| e.into_inner()),
+        ))
     }
 
     /// A session for a connection just accepted, with the configuration
@@ -104,6 +150,15 @@ impl TlsAcceptor {
     /// An error keeps the configuration in use.
     pub(crate) fn reload(&self) -> Result<(), TlsError> {
         let config = server_config(&self.files, &self.resumption, self.http2)?;
+        if let Some(quic) = &self.quic {
+            let config = quic_config(
+                &self.files,
+                &self.resumption,
+                &quic.token_key,
+                &quic.transport,
+            )?;
+            *quic.current.write().unwrap_or_else(|e| e.into_inner()) = config;
+        }
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = config;
         Ok(())
     }
@@ -158,6 +213,40 @@ fn server_config(
     config.ticketer = Arc::clone(&resumption.tickets);
     config.session_storage = Arc::clone(&resumption.sessions);
     Ok(Arc::new(config))
+}
+
+/// The QUIC configuration for the certificate and key in `files`: TLS 1.3
+/// alone (QUIC has no other), ALPN `h3`, the session tickets of TCP's
+/// connections, no early data.
+fn quic_config(
+    files: &TlsFiles,
+    resumption: &Resumption,
+    token_key: &Arc<::ring::hkdf::Prk>,
+    transport: &Arc<quinn_proto::TransportConfig>,
+) -> Result<Arc<quinn_proto::ServerConfig>, TlsError> {
+    let certs = read_certs(&files.cert)?;
+    let key = read_key(&files.key)?;
+    let pair = |reason: String| TlsError::Pair {
+        key: files.key.clone(),
+        reason,
+    };
+    let provider = Arc::new(ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&TLS13])
+        .map_err(|e| pair(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| pair(e.to_string()))?;
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.ignore_client_order = true;
+    config.ticketer = Arc::clone(&resumption.tickets);
+    config.session_storage = Arc::clone(&resumption.sessions);
+    let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(config)
+        .map_err(|e| pair(e.to_string()))?;
+    let token_key: Arc<dyn quinn_proto::crypto::HandshakeTokenKey> = token_key.clone();
+    let mut server = quinn_proto::ServerConfig::new(Arc::new(crypto), token_key);
+    server.transport_config(Arc::clone(transport));
+    Ok(Arc::new(server))
 }
 
 /// Every certificate in the PEM file at `path`, in order.

@@ -7,6 +7,7 @@ pub mod alloc;
 pub mod crash;
 pub mod durable;
 pub mod h2client;
+pub mod h3client;
 pub mod integrity;
 pub mod integrity_http;
 pub mod integrity_serve;

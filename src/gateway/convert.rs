@@ -1,4 +1,4 @@
-//! Between a stream's HTTP/2 messages and the HTTP/1.1 the routes answer:
+//! Between an HTTP/2 or HTTP/3 stream's messages and the HTTP/1.1 the routes answer:
 //! the request a stream's head and body mean, as HTTP/1.1 bytes a request
 //! stream reads; and the response a request stream wrote, as the status,
 //! header fields and body an HTTP/2 response carries.
@@ -30,6 +30,20 @@ const MAX_RESPONSE_FIELDS: usize = 64;
 /// it, whose length the head gives as `Content-Length`: what the stream's
 /// request stream reads.
 pub(crate) fn write_request(head: &http::request::Parts, body: &[u8], out: &mut BytesMut) {
+    write_fields(head, out);
+    if !body.is_empty() || head.headers.contains_key(http::header::CONTENT_LENGTH) {
+        out.put_slice(b"content-length: ");
+        crate::nats::proto::put_number(out, body.len() as u64);
+        out.put_slice(b"\r\n");
+    }
+    out.put_slice(b"\r\n");
+    out.put_slice(body);
+}
+
+/// Writes into `out` the request line and the fields of the HTTP/1.1
+/// request `head` means, but its length: what is left is the
+/// `Content-Length` (if any), the blank line and the body.
+fn write_fields(head: &http::request::Parts, out: &mut BytesMut) {
     out.clear();
     out.put_slice(head.method.as_str().as_bytes());
     out.put_u8(b' ');
@@ -73,13 +87,6 @@ pub(crate) fn write_request(head: &http::request::Parts, body: &[u8], out: &mut 
         }
         out.put_slice(b"\r\n");
     }
-    if !body.is_empty() || head.headers.contains_key(http::header::CONTENT_LENGTH) {
-        out.put_slice(b"content-length: ");
-        crate::nats::proto::put_number(out, body.len() as u64);
-        out.put_slice(b"\r\n");
-    }
-    out.put_slice(b"\r\n");
-    out.put_slice(body);
 }
 
 /// Writes `name: value` and its line end.
@@ -94,9 +101,8 @@ fn put_field(out: &mut BytesMut, name: &str, value: &[u8]) {
 /// bytes: for a body refused before it all came (past the largest body),
 /// which the request stream answers from the head alone.
 pub(crate) fn write_request_head(head: &http::request::Parts, declared: u64, out: &mut BytesMut) {
-    write_request(head, b"", out);
-    // Before the blank line: the length the body would have had.
-    out.truncate(out.len() - 2);
+    // The length the body would have had, whatever the head said of it.
+    write_fields(head, out);
     out.put_slice(b"content-length: ");
     crate::nats::proto::put_number(out, declared);
     out.put_slice(b"\r\n\r\n");
@@ -205,6 +211,18 @@ mod tests {
         let request = http::Request::builder()
             .method("PUT")
             .uri("http://a/up")
+            .body(())
+            .unwrap();
+        write_request_head(&head(request), 5_000_000, &mut out);
+        assert_eq!(
+            &out[..],
+            b"PUT /up HTTP/1.1\r\nhost: a\r\ncontent-length: 5000000\r\n\r\n"
+        );
+        // A head that gave its length says it once.
+        let request = http::Request::builder()
+            .method("PUT")
+            .uri("http://a/up")
+            .header("content-length", "5000000")
             .body(())
             .unwrap();
         write_request_head(&head(request), 5_000_000, &mut out);
