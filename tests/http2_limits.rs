@@ -132,6 +132,43 @@ impl Raw {
         }
     }
 
+    /// The next frame as [`Raw::next`], or `Err` when the read timeout
+    /// passed with no whole frame.
+    fn next_within(&mut self) -> Result<Option<(u8, u8, u32, Vec<u8>)>, ()> {
+        loop {
+            if let Some(frame) = self.whole_frame() {
+                return Ok(Some(frame));
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Ok(None),
+                Ok(len) => self.pending.extend_from_slice(&chunk[..len]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return Ok(None),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(())
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    /// A whole frame from what was read, if one is there.
+    fn whole_frame(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
+        if self.pending.len() < 9 {
+            return None;
+        }
+        let len = usize::from(self.pending[0]) << 16
+            | usize::from(self.pending[1]) << 8
+            | usize::from(self.pending[2]);
+        if self.pending.len() < 9 + len {
+            return None;
+        }
+        let frame: Vec<u8> = self.pending.drain(..9 + len).collect();
+        let stream = u32::from_be_bytes(frame[5..9].try_into().unwrap()) & 0x7fff_ffff;
+        Some((frame[3], frame[4], stream, frame[9..].to_vec()))
+    }
+
     /// Reads until the server's GOAWAY: its error code (and the end of the
     /// connection follows).
     fn goaway(&mut self) -> u32 {
@@ -336,13 +373,19 @@ fn flood(dispatch: Dispatch, unit: Vec<u8>) {
     still_serves(&server);
 }
 
-fn a_client_that_never_opens_its_window_meets_the_write_timeout(dispatch: Dispatch) {
+/// A server whose write timeout is `write`, swept every 50 ms.
+fn write_timeout_server(dispatch: Dispatch, write: Duration) -> Server {
     let timeouts = Timeouts {
-        write: Duration::from_millis(500),
+        write,
+        sweep: Duration::from_millis(50),
         ..Timeouts::default()
     };
-    let server = server(dispatch, timeouts);
-    // INITIAL_WINDOW_SIZE 0: no DATA may be sent until the client says.
+    server(dispatch, timeouts)
+}
+
+/// A client that grants no window (`INITIAL_WINDOW_SIZE` 0) asks for
+/// `/v1/user` on stream 1.
+fn stalled_request(server: &Server) -> Raw {
     let mut raw = Raw::connect(server.local_addr(), &[(0x4, 0)]);
     raw.send(&frame(
         HEADERS,
@@ -350,23 +393,133 @@ fn a_client_that_never_opens_its_window_meets_the_write_timeout(dispatch: Dispat
         1,
         &get_block("/v1/user"),
     ));
+    raw
+}
+
+/// Reads the rest of a connection the server ended after its GOAWAY:
+/// nothing but the end may come.
+fn assert_ends(raw: &mut Raw) {
+    if let Some((kind, _, stream, _)) = raw.next() {
+        panic!("frame {kind:#x} on stream {stream} after the GOAWAY");
+    }
+}
+
+/// The GOAWAY's last stream and code.
+fn goaway_fields(payload: &[u8]) -> (u32, u32) {
+    let last = u32::from_be_bytes(payload[..4].try_into().unwrap()) & 0x7fff_ffff;
+    (last, u32::from_be_bytes(payload[4..8].try_into().unwrap()))
+}
+
+fn a_client_that_never_opens_its_window_meets_the_write_timeout(dispatch: Dispatch) {
+    let server = write_timeout_server(dispatch, Duration::from_millis(500));
+    let mut raw = stalled_request(&server);
     let began = Instant::now();
-    // The headers come; the body never can; the connection is closed.
+    // The headers come; the body never can; a GOAWAY naming stream 1, the
+    // last taken, with NO_ERROR; then the end.
     let mut headers = false;
-    loop {
+    let goaway = loop {
         match raw.next() {
             Some((HEADERS, _, 1, _)) => headers = true,
             Some((DATA, _, 1, payload)) => assert!(payload.is_empty(), "data past a 0 window"),
-            Some((GOAWAY, ..)) | None => break,
+            Some((GOAWAY, _, 0, payload)) => break goaway_fields(&payload),
+            None => panic!("closed without a GOAWAY"),
             Some(_) => {}
         }
-    }
+    };
+    assert_eq!(goaway, (1, NO_ERROR));
+    assert_ends(&mut raw);
     assert!(headers, "the response's headers came");
     assert!(
         began.elapsed() >= Duration::from_millis(500),
         "not before the write timeout"
     );
     still_serves(&server);
+}
+
+/// A client that grants no window but PINGs (every 100 ms, as a reply to
+/// nothing: a read that waits that long for the end) keeps nothing open:
+/// its PINGs are answered, and are no progress of the response, so the
+/// write timeout ends the connection as if it were silent. (The PINGs
+/// used to restart the timeout, and held the stream for ever.)
+fn pings_do_not_hold_a_stalled_response_open(dispatch: Dispatch) {
+    let write = Duration::from_millis(600);
+    let server = write_timeout_server(dispatch, write);
+    let mut raw = stalled_request(&server);
+    raw.stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let began = Instant::now();
+    let (mut sent, mut acked) = (0u64, 0u64);
+    let goaway = 'pinging: loop {
+        assert!(
+            began.elapsed() < 20 * write,
+            "pings held the connection open"
+        );
+        sent += 1;
+        raw.send(&frame(PING, 0, 0, &sent.to_be_bytes()));
+        // Frames until the read finds nothing for 100 ms.
+        loop {
+            match raw.next_within() {
+                Ok(Some((PING, 0x1, 0, payload))) => {
+                    acked = u64::from_be_bytes(payload[..8].try_into().unwrap());
+                }
+                Ok(Some((GOAWAY, _, 0, payload))) => break 'pinging goaway_fields(&payload),
+                Ok(Some((DATA, _, 1, payload))) => {
+                    assert!(payload.is_empty(), "data past a 0 window")
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("closed without a GOAWAY"),
+                Err(()) => break,
+            }
+        }
+    };
+    let took = began.elapsed();
+    assert_eq!(goaway, (1, NO_ERROR));
+    raw.stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    assert_ends(&mut raw);
+    assert!(acked >= 3, "the PINGs were answered meanwhile ({acked})");
+    assert!(took >= write, "not before the write timeout: {took:?}");
+    still_serves(&server);
+}
+
+/// A client that opens its window a little at a time, each step before
+/// the write timeout runs out, gets the whole body however long it takes:
+/// each step is progress.
+fn a_window_opened_bit_by_bit_is_progress(dispatch: Dispatch) {
+    let write = Duration::from_millis(600);
+    let server = write_timeout_server(dispatch, write);
+    let mut raw = stalled_request(&server);
+    raw.stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/v1-user.json");
+    let expected = std::fs::read(fixture).unwrap();
+    let began = Instant::now();
+    let mut body = Vec::new();
+    let mut grants = 0;
+    while body.len() < expected.len() {
+        assert!(began.elapsed() < IO_TIMEOUT, "the body did not come");
+        // 500 bytes more, to the stream and the connection.
+        for stream in [0, 1] {
+            raw.send(&frame(0x8, 0, stream, &500u32.to_be_bytes()));
+        }
+        grants += 1;
+        // What the grant let through, until a read finds nothing for 200 ms.
+        loop {
+            match raw.next_within() {
+                Ok(Some((DATA, _, 1, payload))) => body.extend_from_slice(&payload),
+                Ok(Some((GOAWAY, ..))) => panic!("GOAWAY after {} bytes", body.len()),
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("closed after {} bytes", body.len()),
+                Err(()) => break,
+            }
+        }
+    }
+    assert_eq!(body, expected);
+    assert!(
+        began.elapsed() > write,
+        "longer than the write timeout in all ({grants} grants)"
+    );
 }
 
 fn a_client_silent_after_the_preface_meets_the_header_timeout(dispatch: Dispatch) {
@@ -431,6 +584,8 @@ in_both_modes!(
     a_ping_flood_ends_in_enhance_your_calm,
     a_settings_flood_ends_in_enhance_your_calm,
     a_client_that_never_opens_its_window_meets_the_write_timeout,
+    pings_do_not_hold_a_stalled_response_open,
+    a_window_opened_bit_by_bit_is_progress,
     a_client_silent_after_the_preface_meets_the_header_timeout,
     an_idle_connection_is_pinged_then_closed,
 );

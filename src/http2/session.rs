@@ -151,6 +151,8 @@ pub(crate) struct Session {
     goaway_sent: Option<Reason>,
     /// Counts the client's control frames.
     watch: FrameWatch,
+    /// Finds the response data in what `h2` writes.
+    output: OutputWatch,
     /// A `GOAWAY` asked for before the handshake was done.
     abort_pending: Option<Reason>,
 }
@@ -193,6 +195,7 @@ impl Session {
             going_away: false,
             goaway_sent: None,
             watch: FrameWatch::new(),
+            output: OutputWatch::default(),
             abort_pending: None,
         };
         session.feed(first, now_ms);
@@ -224,6 +227,7 @@ impl Session {
     /// had more to write and was refused (drive again to let it).
     pub(crate) fn take_output(&mut self, out: &mut BytesMut) -> bool {
         let mut buffers = self.pipe.buffers();
+        self.output.feed(&buffers.output);
         if out.is_empty() {
             std::mem::swap(out, &mut buffers.output);
         } else {
@@ -231,6 +235,15 @@ impl Session {
             buffers.output.clear();
         }
         std::mem::take(&mut buffers.refused)
+    }
+
+    /// Bytes of output taken so far, and how far into them the last
+    /// response data (a `DATA` frame's payload, which the client's window
+    /// let through) reaches: while the socket takes bytes short of that
+    /// mark, responses make progress; past it, only frames such as `PING`
+    /// acknowledgements go, which are no progress.
+    pub(crate) fn output_marks(&self) -> (u64, u64) {
+        (self.output.taken, self.output.data_end)
     }
 
     /// Calls streams made since the last take: send each, then
@@ -702,6 +715,54 @@ impl FrameWatch {
             }
         }
         false
+    }
+}
+
+/// Reads the frame headers of what `h2` writes, to know where in the
+/// output its response data lies.
+#[derive(Debug, Default)]
+struct OutputWatch {
+    /// Bytes of output read so far.
+    taken: u64,
+    /// A frame header read so far.
+    header: [u8; 9],
+    have: usize,
+    /// Bytes of the current frame's payload still to pass.
+    payload: usize,
+    /// Where the last `DATA` frame with a payload ends.
+    data_end: u64,
+}
+
+impl OutputWatch {
+    /// Reads `output`, the next bytes `h2` wrote (the server writes no
+    /// preface: frames from the first byte).
+    fn feed(&mut self, output: &[u8]) {
+        let mut rest = output;
+        while !rest.is_empty() {
+            if self.payload > 0 {
+                let skip = self.payload.min(rest.len());
+                self.payload -= skip;
+                self.taken += skip as u64;
+                rest = &rest[skip..];
+                continue;
+            }
+            let take = (9 - self.have).min(rest.len());
+            self.header[self.have..self.have + take].copy_from_slice(&rest[..take]);
+            self.have += take;
+            self.taken += take as u64;
+            rest = &rest[take..];
+            if self.have < 9 {
+                break;
+            }
+            self.have = 0;
+            let header = self.header;
+            let len =
+                usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+            self.payload = len;
+            if header[3] == 0x0 && len > 0 {
+                self.data_end = self.taken + len as u64;
+            }
+        }
     }
 }
 
