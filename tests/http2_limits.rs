@@ -3,7 +3,8 @@
 //! rapid reset (CVE-2023-44487), a CONTINUATION flood (CVE-2024-27316), an
 //! HPACK bomb, PING and SETTINGS floods, a client that never opens its
 //! window (the write timeout), one that sends nothing after the preface
-//! (the header timeout), and an idle connection (a PING, then a GOAWAY).
+//! (the header timeout), an idle connection (a PING, then a GOAWAY), and
+//! header blocks that do not decompress (COMPRESSION_ERROR).
 //! Each ends as HTTP/2 says: a GOAWAY with its error code, or the stream
 //! refused; and the server serves the next client.
 
@@ -28,9 +29,13 @@ const CONTINUATION: u8 = 0x9;
 
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
 
 /// Error codes (RFC 9113 §7).
 const NO_ERROR: u32 = 0x0;
+const PROTOCOL_ERROR: u32 = 0x1;
+const COMPRESSION_ERROR: u32 = 0x9;
 const REFUSED_STREAM: u32 = 0x7;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 
@@ -75,6 +80,9 @@ fn get_block(path: &str) -> Vec<u8> {
     block
 }
 
+/// A frame read: kind, flags, stream, payload.
+type Frame = (u8, u8, u32, Vec<u8>);
+
 /// A client speaking frames by hand.
 struct Raw {
     stream: TcpStream,
@@ -109,17 +117,10 @@ impl Raw {
 
     /// The next frame (kind, flags, stream, payload); `None` at the end of
     /// the connection.
-    fn next(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
+    fn next(&mut self) -> Option<Frame> {
         loop {
-            if self.pending.len() >= 9 {
-                let len = usize::from(self.pending[0]) << 16
-                    | usize::from(self.pending[1]) << 8
-                    | usize::from(self.pending[2]);
-                if self.pending.len() >= 9 + len {
-                    let frame: Vec<u8> = self.pending.drain(..9 + len).collect();
-                    let stream = u32::from_be_bytes(frame[5..9].try_into().unwrap()) & 0x7fff_ffff;
-                    return Some((frame[3], frame[4], stream, frame[9..].to_vec()));
-                }
+            if let Some(frame) = self.whole_frame() {
+                return Some(frame);
             }
             let mut chunk = [0u8; 65536];
             match self.stream.read(&mut chunk) {
@@ -134,7 +135,7 @@ impl Raw {
 
     /// The next frame as [`Raw::next`], or `Err` when the read timeout
     /// passed with no whole frame.
-    fn next_within(&mut self) -> Result<Option<(u8, u8, u32, Vec<u8>)>, ()> {
+    fn next_within(&mut self) -> Result<Option<Frame>, ()> {
         loop {
             if let Some(frame) = self.whole_frame() {
                 return Ok(Some(frame));
@@ -154,7 +155,7 @@ impl Raw {
     }
 
     /// A whole frame from what was read, if one is there.
-    fn whole_frame(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
+    fn whole_frame(&mut self) -> Option<Frame> {
         if self.pending.len() < 9 {
             return None;
         }
@@ -627,3 +628,178 @@ fn a_drain_says_goaway_with_the_last_stream_taken(dispatch: Dispatch) {
 }
 
 in_both_modes!(a_drain_says_goaway_with_the_last_stream_taken);
+
+/// Sends GET / on stream 1 and reads its answer to the end.
+fn served_first(raw: &mut Raw) {
+    raw.send(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        1,
+        &get_block("/"),
+    ));
+    loop {
+        match raw.next() {
+            Some((DATA, flags, 1, _)) if flags & END_STREAM != 0 => return,
+            Some((GOAWAY, ..)) | None => panic!("stream 1 was not answered"),
+            Some(_) => {}
+        }
+    }
+}
+
+/// Reads to the server's GOAWAY, then to the end: its last stream and code.
+fn goaway_then_end(raw: &mut Raw) -> (u32, u32) {
+    let goaway = loop {
+        match raw.next() {
+            Some((GOAWAY, _, 0, payload)) => break goaway_fields(&payload),
+            Some((RST_STREAM, _, stream, payload)) => {
+                panic!("RST_STREAM {payload:?} on {stream}, not a GOAWAY")
+            }
+            None => panic!("closed without a GOAWAY"),
+            Some(_) => {}
+        }
+    };
+    assert_ends(raw);
+    goaway
+}
+
+/// A GET / whose header block ends with `tail` (or begins with it, a
+/// table size update).
+fn block_with(tail: &[u8]) -> Vec<u8> {
+    let mut block = get_block("/");
+    match tail.first() {
+        Some(first) if first & 0xe0 == 0x20 => {
+            let mut first = tail.to_vec();
+            first.extend(block);
+            return first;
+        }
+        _ => block.extend_from_slice(tail),
+    }
+    block
+}
+
+/// The blocks that do not decompress (RFC 7541), each after a request
+/// served: index 0, an index past both tables (62, the dynamic table
+/// empty), a table size update to 4097 (over SETTINGS_HEADER_TABLE_SIZE,
+/// 4096), a Huffman string holding EOS, one padded with 0s, and a string
+/// cut off by the end of the block. Each is a connection error
+/// COMPRESSION_ERROR (RFC 9113 §4.3), naming stream 1 as the last taken;
+/// h2 alone said PROTOCOL_ERROR.
+fn blocks_that_do_not_decompress_are_compression_errors(dispatch: Dispatch) {
+    // user-agent (58), literal without indexing: its value is the string.
+    let user_agent = |value: &[u8]| {
+        let mut field = vec![0x0f, 58 - 15];
+        field.extend_from_slice(value);
+        field
+    };
+    let cases: [(&str, Vec<u8>); 6] = [
+        ("index 0", block_with(&[0x80])),
+        ("index past the tables", block_with(&[0xbe])),
+        ("table size over the limit", block_with(&[0x3f, 0xe2, 0x1f])),
+        (
+            "Huffman EOS",
+            block_with(&user_agent(&[0x84, 0xff, 0xff, 0xff, 0xff])),
+        ),
+        ("Huffman padding", block_with(&user_agent(&[0x81, 0x18]))),
+        (
+            "string cut off",
+            block_with(&user_agent(&[0x05, b'a', b'b'])),
+        ),
+    ];
+    let server = server(dispatch, Timeouts::default());
+    for (case, block) in cases {
+        let mut raw = Raw::connect(server.local_addr(), &[]);
+        served_first(&mut raw);
+        raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, 3, &block));
+        assert_eq!(goaway_then_end(&mut raw), (1, COMPRESSION_ERROR), "{case}");
+    }
+    still_serves(&server);
+}
+
+/// The block is followed across frames and reads: split over a HEADERS
+/// frame (padded, with priority fields) and a CONTINUATION, the bad part in
+/// the CONTINUATION, sent in the same write as a good request before it,
+/// which is taken (the GOAWAY names it) though the bad block is not.
+fn a_block_is_judged_whole_across_its_frames(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    let padded = |block: &[u8]| {
+        // Pad length 3, dependency 0 with weight 16, the block, 3 zeros.
+        let mut payload = vec![3, 0, 0, 0, 0, 15];
+        payload.extend_from_slice(block);
+        payload.extend_from_slice(&[0; 3]);
+        payload
+    };
+    // A good padded request is served: its padding is not the block.
+    raw.send(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS | PADDED | PRIORITY,
+        1,
+        &padded(&get_block("/")),
+    ));
+    loop {
+        match raw.next() {
+            Some((DATA, flags, 1, _)) if flags & END_STREAM != 0 => break,
+            Some((GOAWAY, ..)) | None => panic!("the padded request was not answered"),
+            Some(_) => {}
+        }
+    }
+    let mut frames = frame(HEADERS, END_STREAM | END_HEADERS, 3, &get_block("/json"));
+    frames.extend(frame(
+        HEADERS,
+        END_STREAM | PADDED | PRIORITY,
+        5,
+        &padded(&get_block("/")),
+    ));
+    frames.extend(frame(CONTINUATION, END_HEADERS, 5, &[0x80]));
+    raw.send(&frames);
+    assert_eq!(goaway_then_end(&mut raw), (3, COMPRESSION_ERROR));
+}
+
+/// A block that decompresses into a field h2 refuses (a name in upper
+/// case) is no decoding error: h2 answers it as before, PROTOCOL_ERROR.
+fn a_block_that_decompresses_to_a_bad_field_is_no_compression_error(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    served_first(&mut raw);
+    let block = block_with(&[0x00, 0x01, b'X', 0x01, b'v']);
+    raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, 3, &block));
+    assert_eq!(goaway_then_end(&mut raw), (1, PROTOCOL_ERROR));
+}
+
+/// Entries the client added to the dynamic table, and a size update
+/// within the limit, are followed: requests that use them are served.
+fn the_dynamic_table_is_followed(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    // x-a: 1 with incremental indexing (62), then a block using it and
+    // one evicting it with a smaller table, then one using 62 again after
+    // it was added anew.
+    let mut first = get_block("/");
+    first.extend_from_slice(&[0x40, 0x03, b'x', b'-', b'a', 0x01, b'1']);
+    let mut uses = get_block("/");
+    uses.push(0xbe);
+    let mut evicts = vec![0x20, 0x3f, 0xe1, 0x1f];
+    evicts.extend(get_block("/"));
+    evicts.extend_from_slice(&[0x40, 0x03, b'x', b'-', b'b', 0x01, b'2']);
+    for (n, block) in [first, uses.clone(), evicts, uses].iter().enumerate() {
+        let stream = 1 + 2 * n as u32;
+        raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, stream, block));
+        loop {
+            match raw.next() {
+                Some((DATA, flags, s, _)) if s == stream && flags & END_STREAM != 0 => break,
+                Some((GOAWAY, _, _, payload)) => {
+                    panic!("GOAWAY {:?} at stream {stream}", goaway_fields(&payload))
+                }
+                None => panic!("closed at stream {stream}"),
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+in_both_modes!(
+    blocks_that_do_not_decompress_are_compression_errors,
+    a_block_is_judged_whole_across_its_frames,
+    a_block_that_decompresses_to_a_bad_field_is_no_compression_error,
+    the_dynamic_table_is_followed,
+);

@@ -13,5 +13,6 @@
 //! and streams whose actors are slow wait each on its own.
 
 pub(crate) mod gateway;
+pub(crate) mod hpack_check;
 pub(crate) mod pipe;
 pub(crate) mod session;

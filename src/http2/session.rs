@@ -33,6 +33,7 @@ use slab::Slab;
 
 use crate::http::date::DATE_LEN;
 use crate::http2::gateway::{self, read_response};
+use crate::http2::hpack_check;
 use crate::http2::pipe::{Flag, Pipe};
 use crate::observe::access_line::AccessRecorder;
 use crate::observe::access_log::AccessLog;
@@ -155,6 +156,9 @@ pub(crate) struct Session {
     output: OutputWatch,
     /// A `GOAWAY` asked for before the handshake was done.
     abort_pending: Option<Reason>,
+    /// A header block did not decompress: once `h2` has taken everything
+    /// before it, `GOAWAY COMPRESSION_ERROR` (RFC 9113 §4.3).
+    undecodable: bool,
 }
 
 impl Session {
@@ -197,6 +201,7 @@ impl Session {
             watch: FrameWatch::new(),
             output: OutputWatch::default(),
             abort_pending: None,
+            undecodable: false,
         };
         session.feed(first, now_ms);
         session
@@ -206,15 +211,25 @@ impl Session {
     /// the connection with control frames is sent `GOAWAY`
     /// (`ENHANCE_YOUR_CALM`) and nothing more of it is read.
     pub(crate) fn feed(&mut self, input: &[u8], now_ms: u64) {
-        if self.watch.flooded {
+        if self.watch.stopped {
             return;
         }
-        let flood = self.watch.feed(input, now_ms);
-        // The read that crossed the limit still goes in (it may hold the
-        // preface, without which no GOAWAY can be sent); none after it.
-        self.pipe.buffers().input.extend_from_slice(input);
-        if flood {
-            self.abort(Reason::ENHANCE_YOUR_CALM);
+        match self.watch.feed(input, now_ms) {
+            Watched::Fine => self.pipe.buffers().input.extend_from_slice(input),
+            Watched::Flood => {
+                // The read that crossed the limit still goes in (it may
+                // hold the preface, without which no GOAWAY can be sent);
+                // none after it.
+                self.pipe.buffers().input.extend_from_slice(input);
+                self.abort(Reason::ENHANCE_YOUR_CALM);
+            }
+            Watched::Undecodable(at) => {
+                // What came before the block is served; the block never
+                // reaches `h2`, which would call it a PROTOCOL_ERROR.
+                self.pipe.buffers().input.extend_from_slice(&input[..at]);
+                self.undecodable = true;
+                self.flag.wake_by_ref();
+            }
         }
     }
 
@@ -365,6 +380,12 @@ impl Session {
             let keys: Vec<usize> = self.streams.iter().map(|(key, _)| key).collect();
             for key in keys {
                 self.poll_stream(key, &mut task, serving);
+            }
+            // `h2` has read all it was given, and so has acted on every
+            // frame before the block that does not decompress.
+            if self.undecodable && self.pipe.buffers().input.is_empty() {
+                self.undecodable = false;
+                self.abort(Reason::COMPRESSION_ERROR);
             }
             if !self.flag.take() {
                 return Drive::Open;
@@ -628,7 +649,8 @@ const FLOOD_BURST: u32 = 1_000;
 const FLOOD_PER_SECOND: u32 = 200;
 
 /// Reads the frame headers of what the client sends, to count its control
-/// frames, before `h2` reads the frames themselves.
+/// frames, and its header blocks, to find one that does not decompress,
+/// before `h2` reads the frames themselves.
 #[derive(Debug)]
 struct FrameWatch {
     /// Bytes of the preface still to pass.
@@ -641,8 +663,50 @@ struct FrameWatch {
     /// The bucket: tokens left, as of `at_ms`.
     tokens: u32,
     at_ms: u64,
-    /// Past the limit: nothing more is read.
-    flooded: bool,
+    /// Bytes read so far.
+    offset: u64,
+    /// The header blocks, while they can be followed.
+    blocks: Option<Box<Blocks>>,
+    /// Past the flood limit, or at a block that does not decompress:
+    /// nothing more is read.
+    stopped: bool,
+}
+
+/// The header blocks of a client's frames as they pass, each checked
+/// whole (`hpack_check`).
+#[derive(Debug, Default)]
+struct Blocks {
+    check: hpack_check::Check,
+    /// The payload of the `HEADERS` or `CONTINUATION` frame passing, so far.
+    frame: Vec<u8>,
+    /// Its flags; whether it is a `HEADERS` frame.
+    flags: u8,
+    headers: bool,
+    /// The block so far, while its frames come.
+    block: Vec<u8>,
+    /// A block has begun and not ended: only `CONTINUATION` may follow.
+    open: bool,
+    /// Where the block's first frame began, in bytes read.
+    began: u64,
+}
+
+/// The most of one header block followed: past it (`h2` ends such a
+/// connection itself), blocks are no longer followed.
+const BLOCK_LIMIT: usize = 256 * 1024;
+/// The largest frame `h2` takes (`SETTINGS_MAX_FRAME_SIZE`, its default).
+const MAX_FRAME: usize = 16_384;
+
+/// What a read held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watched {
+    /// Nothing wrong (so far).
+    Fine,
+    /// The client is past the flood limit.
+    Flood,
+    /// A header block that does not decompress begins at this byte of the
+    /// read (0 if it began in an earlier one): `h2` reads nothing from
+    /// there.
+    Undecodable(usize),
 }
 
 impl FrameWatch {
@@ -655,39 +719,50 @@ impl FrameWatch {
             payload: 0,
             tokens: FLOOD_BURST,
             at_ms: 0,
-            flooded: false,
+            offset: 0,
+            blocks: Some(Box::default()),
+            stopped: false,
         }
     }
 
-    /// Counts the frames `input` holds (or begins); true when the client
-    /// is now past the limit.
-    fn feed(&mut self, input: &[u8], now_ms: u64) -> bool {
-        if self.flooded {
-            return false;
+    /// Reads the frames `input` holds (or begins).
+    fn feed(&mut self, input: &[u8], now_ms: u64) -> Watched {
+        if self.stopped {
+            return Watched::Fine;
         }
         let refill = (now_ms.saturating_sub(self.at_ms) / 1000) as u32 * FLOOD_PER_SECOND;
         if refill > 0 {
             self.tokens = self.tokens.saturating_add(refill).min(FLOOD_BURST);
             self.at_ms = now_ms;
         }
+        let start = self.offset;
         let mut rest = input;
         while !rest.is_empty() {
             if self.preface > 0 {
                 let skip = self.preface.min(rest.len());
                 self.preface -= skip;
-                rest = &rest[skip..];
+                rest = self.pass(rest, skip);
                 continue;
             }
             if self.payload > 0 {
                 let skip = self.payload.min(rest.len());
+                if let Some(blocks) = self.blocks.as_deref_mut().filter(|b| b.collecting()) {
+                    blocks.frame.extend_from_slice(&rest[..skip]);
+                }
                 self.payload -= skip;
-                rest = &rest[skip..];
+                rest = self.pass(rest, skip);
+                if self.payload == 0 {
+                    if let Some(began) = self.frame_done() {
+                        self.stopped = true;
+                        return Watched::Undecodable(began.saturating_sub(start) as usize);
+                    }
+                }
                 continue;
             }
             let take = (9 - self.have).min(rest.len());
             self.header[self.have..self.have + take].copy_from_slice(&rest[..take]);
             self.have += take;
-            rest = &rest[take..];
+            rest = self.pass(rest, take);
             if self.have < 9 {
                 break;
             }
@@ -708,13 +783,120 @@ impl FrameWatch {
             };
             if control {
                 if self.tokens == 0 {
-                    self.flooded = true;
-                    return true;
+                    self.stopped = true;
+                    return Watched::Flood;
                 }
                 self.tokens -= 1;
             }
+            let began = self.offset - 9;
+            self.frame_begins(kind, flags, len, began);
+            if len == 0 {
+                if let Some(began) = self.frame_done() {
+                    self.stopped = true;
+                    return Watched::Undecodable(began.saturating_sub(start) as usize);
+                }
+            }
         }
-        false
+        Watched::Fine
+    }
+
+    /// `rest` past its first `len` bytes, which are read.
+    fn pass<'a>(&mut self, rest: &'a [u8], len: usize) -> &'a [u8] {
+        self.offset += len as u64;
+        &rest[len..]
+    }
+
+    /// A frame of `kind` begins at byte `began`: a header block's frames
+    /// are followed, as long as they come as HTTP/2 has them (else `h2`
+    /// ends the connection, and blocks are not followed).
+    fn frame_begins(&mut self, kind: u8, flags: u8, len: usize, began: u64) {
+        let Some(blocks) = self.blocks.as_deref_mut() else {
+            return;
+        };
+        let stream = u32::from_be_bytes([
+            self.header[5] & 0x7f,
+            self.header[6],
+            self.header[7],
+            self.header[8],
+        ]);
+        let follows = match kind {
+            // HEADERS, on a stream, not inside another block.
+            0x1 => !blocks.open && stream != 0,
+            // CONTINUATION, inside a block.
+            0x9 => blocks.open,
+            _ => !blocks.open,
+        };
+        if !follows || len > MAX_FRAME {
+            self.blocks = None;
+            return;
+        }
+        if kind == 0x1 {
+            blocks.began = began;
+            blocks.block.clear();
+        }
+        blocks.headers = kind == 0x1;
+        blocks.flags = flags;
+        blocks.frame.clear();
+        blocks.open |= kind == 0x1;
+    }
+
+    /// The payload of the frame passing is all read: where its block began
+    /// if the block ended with it and does not decompress.
+    fn frame_done(&mut self) -> Option<u64> {
+        let blocks = self.blocks.as_deref_mut()?;
+        if !blocks.collecting() {
+            return None;
+        }
+        let Some(fragment) = blocks.fragment() else {
+            // Padding past the payload: `h2` ends the connection.
+            self.blocks = None;
+            return None;
+        };
+        let (start, end) = fragment;
+        if blocks.block.len() + (end - start) > BLOCK_LIMIT {
+            self.blocks = None;
+            return None;
+        }
+        blocks.block.extend_from_slice(&blocks.frame[start..end]);
+        blocks.frame.clear();
+        if blocks.flags & 0x4 == 0 {
+            return None;
+        }
+        blocks.open = false;
+        let decompressed = blocks.check.block(&blocks.block);
+        if blocks.block.capacity() > 4096 {
+            blocks.block = Vec::new();
+            blocks.frame = Vec::new();
+        }
+        blocks.block.clear();
+        decompressed.err().map(|_| blocks.began)
+    }
+}
+
+impl Blocks {
+    /// The frame passing is one of a header block.
+    fn collecting(&self) -> bool {
+        self.open
+    }
+
+    /// Where, in the frame's payload, its part of the block lies: a
+    /// `HEADERS` frame's pad length and priority fields and its padding
+    /// are not. `None` when the padding does not fit.
+    fn fragment(&self) -> Option<(usize, usize)> {
+        if !self.headers {
+            return Some((0, self.frame.len()));
+        }
+        let mut start = 0;
+        let mut pad = 0;
+        if self.flags & 0x8 != 0 {
+            pad = usize::from(*self.frame.first()?);
+            start = 1;
+        }
+        if self.flags & 0x20 != 0 {
+            start += 5;
+        }
+        let end = self.frame.len().checked_sub(pad)?;
+        (start <= end).then_some((start, end))
     }
 }
 
@@ -768,3 +950,46 @@ impl OutputWatch {
 
 /// How long an idle connection's ping may go unanswered.
 pub(crate) const PING_GRACE: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, len: usize) -> Vec<u8> {
+        let mut frame = vec![
+            (len >> 16) as u8,
+            (len >> 8) as u8,
+            len as u8,
+            kind,
+            0,
+            0,
+            0,
+            0,
+            1,
+        ];
+        frame.resize(9 + len, 7);
+        frame
+    }
+
+    /// The end of the last DATA frame with a payload, wherever the output
+    /// is cut: PINGs and empty DATA frames after it do not move it.
+    #[test]
+    fn the_output_watch_finds_where_response_data_ends() {
+        let mut output = frame(0x4, 6);
+        output.extend(frame(0x1, 20));
+        output.extend(frame(0x0, 300));
+        let data_end = output.len() as u64;
+        output.extend(frame(0x6, 8));
+        output.extend(frame(0x0, 0));
+        for cut in 0..output.len() {
+            let mut watch = OutputWatch::default();
+            watch.feed(&output[..cut]);
+            watch.feed(&output[cut..]);
+            assert_eq!(watch.taken, output.len() as u64, "cut at {cut}");
+            assert_eq!(watch.data_end, data_end, "cut at {cut}");
+        }
+        let mut watch = OutputWatch::default();
+        watch.feed(&output[..40]);
+        assert_eq!(watch.data_end, 0, "no DATA yet");
+    }
+}
