@@ -16,7 +16,10 @@
 //! streams reset as fast as they open, header lists past their size, a
 //! flood of `CONTINUATION`, `SETTINGS` or `PING` frames) are `h2`'s, set
 //! from [`Limits`]; a connection that breaks them gets a `GOAWAY` with the
-//! error's code, written before the connection closes.
+//! error's code, written before the connection closes. A header block that
+//! does not decompress is caught here first (`FrameWatch`, `hpack_check`),
+//! since `h2` would call it a `PROTOCOL_ERROR`: its code is
+//! `COMPRESSION_ERROR`.
 
 use std::collections::HashMap;
 use std::future::Future;

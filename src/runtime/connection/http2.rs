@@ -7,7 +7,9 @@
 //! socket, through its transport, behind what waits; while the client
 //! leaves output unread nothing more is read (and `h2` itself stops
 //! writing once its buffer is full), and the write timeout closes a client
-//! that reads nothing. Each stream's actor call has its route's reply
+//! that reads nothing, or whose responses make no progress however many
+//! frames it sends (it measures the response data the socket takes), with a
+//! `GOAWAY` first. Each stream's actor call has its route's reply
 //! timeout; the connection's one deadline is the nearest of them and of
 //! its own (the header timeout until a stream's request is whole, the
 //! keep-alive timeout while idle, with a `PING` first).
