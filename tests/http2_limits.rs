@@ -93,7 +93,11 @@ impl Raw {
     /// Connected, with the preface and an empty SETTINGS sent, and
     /// `settings` (id, value) in it when given.
     fn connect(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
-        let stream = TcpStream::connect(addr).unwrap();
+        Raw::over(TcpStream::connect(addr).unwrap(), settings)
+    }
+
+    /// As [`Raw::connect`], over `stream`.
+    fn over(stream: TcpStream, settings: &[(u16, u32)]) -> Raw {
         stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         stream.set_nodelay(true).unwrap();
         let mut raw = Raw {
@@ -483,6 +487,89 @@ fn pings_do_not_hold_a_stalled_response_open(dispatch: Dispatch) {
     still_serves(&server);
 }
 
+/// The write timeouts counted so far, over every poller, as `/metrics`
+/// says.
+fn write_timeouts(server: &Server) -> u64 {
+    let addr = server.metrics_addr().expect("metrics are on");
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    page.lines()
+        .filter(|line| {
+            line.starts_with("uppercut_timeouts_total{") && line.contains("kind=\"write\"")
+        })
+        .map(|line| line.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// A client that reads nothing, so that the server's output backs up
+/// (a 4 KiB receive buffer; windows of 16 MiB, an 8 MiB body), and PINGs
+/// every 100 ms meanwhile, is closed after the write timeout: while output
+/// waits, nothing of the client's is read, and only the socket taking
+/// response data is progress.
+fn a_client_that_reads_nothing_but_pings_meets_the_write_timeout(dispatch: Dispatch) {
+    let write = Duration::from_millis(600);
+    let server = start_with(
+        &Config {
+            timeouts: Timeouts {
+                write,
+                sweep: Duration::from_millis(50),
+                ..Timeouts::default()
+            },
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
+            ..config(dispatch)
+        },
+        Routes::standard().route(
+            "/big",
+            uppercut_mio_server::CannedResponse::ok(
+                "application/octet-stream",
+                vec![b'x'; 8 << 20],
+            ),
+        ),
+    );
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.local_addr().into()).unwrap();
+    // INITIAL_WINDOW_SIZE 16 MiB, and as much for the connection.
+    let mut raw = Raw::over(socket.into(), &[(0x4, 1 << 24)]);
+    let mut frames = frame(0x8, 0, 0, &((1u32 << 24) - 65_535).to_be_bytes());
+    frames.extend(frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        1,
+        &get_block("/big"),
+    ));
+    raw.send(&frames);
+    let began = Instant::now();
+    let mut pings = 0u64;
+    // A PING, then a look at the count, every 100 ms or so.
+    while write_timeouts(&server) == 0 {
+        assert!(began.elapsed() < 20 * write, "the connection stayed open");
+        pings += 1;
+        raw.send(&frame(PING, 0, 0, &pings.to_be_bytes()));
+        // The client's pace, not a wait for the server: the end is seen
+        // in the count.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = began.elapsed();
+    assert!(took >= write, "not before the write timeout: {took:?}");
+    assert!(pings >= 3, "PINGs went meanwhile ({pings})");
+    // What the socket took before, then the end, short of the body's.
+    let mut body = 0;
+    while let Some((kind, flags, _, payload)) = raw.next() {
+        if kind == DATA {
+            assert_eq!(flags & END_STREAM, 0, "the whole body came");
+            body += payload.len();
+        }
+    }
+    assert!(body < 8 << 20, "{body} bytes of the body came");
+    still_serves(&server);
+}
+
 /// A client that opens its window a little at a time, each step before
 /// the write timeout runs out, gets the whole body however long it takes:
 /// each step is progress.
@@ -586,6 +673,7 @@ in_both_modes!(
     a_settings_flood_ends_in_enhance_your_calm,
     a_client_that_never_opens_its_window_meets_the_write_timeout,
     pings_do_not_hold_a_stalled_response_open,
+    a_client_that_reads_nothing_but_pings_meets_the_write_timeout,
     a_window_opened_bit_by_bit_is_progress,
     a_client_silent_after_the_preface_meets_the_header_timeout,
     an_idle_connection_is_pinged_then_closed,
@@ -691,8 +779,10 @@ fn blocks_that_do_not_decompress_are_compression_errors(dispatch: Dispatch) {
         field.extend_from_slice(value);
         field
     };
-    let cases: [(&str, Vec<u8>); 6] = [
+    let cases: [(&str, Vec<u8>); 7] = [
         ("index 0", block_with(&[0x80])),
+        // A whole frame shorter than a frame header: none of it reaches h2.
+        ("index 0 alone", vec![0x80]),
         ("index past the tables", block_with(&[0xbe])),
         ("table size over the limit", block_with(&[0x3f, 0xe2, 0x1f])),
         (
