@@ -229,7 +229,10 @@ impl Session {
             Watched::Undecodable(at) => {
                 // What came before the block is served; the block never
                 // reaches `h2`, which would call it a PROTOCOL_ERROR.
-                self.pipe.buffers().input.extend_from_slice(&input[..at]);
+                self.pipe
+                    .buffers()
+                    .input
+                    .extend_from_slice(&input[..at.min(input.len())]);
                 self.undecodable = true;
                 self.flag.wake_by_ref();
             }
