@@ -3,7 +3,8 @@
 //! rapid reset (CVE-2023-44487), a CONTINUATION flood (CVE-2024-27316), an
 //! HPACK bomb, PING and SETTINGS floods, a client that never opens its
 //! window (the write timeout), one that sends nothing after the preface
-//! (the header timeout), and an idle connection (a PING, then a GOAWAY).
+//! (the header timeout), an idle connection (a PING, then a GOAWAY), and
+//! header blocks that do not decompress (COMPRESSION_ERROR).
 //! Each ends as HTTP/2 says: a GOAWAY with its error code, or the stream
 //! refused; and the server serves the next client.
 
@@ -28,9 +29,13 @@ const CONTINUATION: u8 = 0x9;
 
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
 
 /// Error codes (RFC 9113 §7).
 const NO_ERROR: u32 = 0x0;
+const PROTOCOL_ERROR: u32 = 0x1;
+const COMPRESSION_ERROR: u32 = 0x9;
 const REFUSED_STREAM: u32 = 0x7;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 
@@ -75,6 +80,9 @@ fn get_block(path: &str) -> Vec<u8> {
     block
 }
 
+/// A frame read: kind, flags, stream, payload.
+type Frame = (u8, u8, u32, Vec<u8>);
+
 /// A client speaking frames by hand.
 struct Raw {
     stream: TcpStream,
@@ -85,7 +93,11 @@ impl Raw {
     /// Connected, with the preface and an empty SETTINGS sent, and
     /// `settings` (id, value) in it when given.
     fn connect(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
-        let stream = TcpStream::connect(addr).unwrap();
+        Raw::over(TcpStream::connect(addr).unwrap(), settings)
+    }
+
+    /// As [`Raw::connect`], over `stream`.
+    fn over(stream: TcpStream, settings: &[(u16, u32)]) -> Raw {
         stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         stream.set_nodelay(true).unwrap();
         let mut raw = Raw {
@@ -109,17 +121,10 @@ impl Raw {
 
     /// The next frame (kind, flags, stream, payload); `None` at the end of
     /// the connection.
-    fn next(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
+    fn next(&mut self) -> Option<Frame> {
         loop {
-            if self.pending.len() >= 9 {
-                let len = usize::from(self.pending[0]) << 16
-                    | usize::from(self.pending[1]) << 8
-                    | usize::from(self.pending[2]);
-                if self.pending.len() >= 9 + len {
-                    let frame: Vec<u8> = self.pending.drain(..9 + len).collect();
-                    let stream = u32::from_be_bytes(frame[5..9].try_into().unwrap()) & 0x7fff_ffff;
-                    return Some((frame[3], frame[4], stream, frame[9..].to_vec()));
-                }
+            if let Some(frame) = self.whole_frame() {
+                return Some(frame);
             }
             let mut chunk = [0u8; 65536];
             match self.stream.read(&mut chunk) {
@@ -130,6 +135,43 @@ impl Raw {
                 Err(e) => panic!("read: {e}"),
             }
         }
+    }
+
+    /// The next frame as [`Raw::next`], or `Err` when the read timeout
+    /// passed with no whole frame.
+    fn next_within(&mut self) -> Result<Option<Frame>, ()> {
+        loop {
+            if let Some(frame) = self.whole_frame() {
+                return Ok(Some(frame));
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Ok(None),
+                Ok(len) => self.pending.extend_from_slice(&chunk[..len]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return Ok(None),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(())
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    /// A whole frame from what was read, if one is there.
+    fn whole_frame(&mut self) -> Option<Frame> {
+        if self.pending.len() < 9 {
+            return None;
+        }
+        let len = usize::from(self.pending[0]) << 16
+            | usize::from(self.pending[1]) << 8
+            | usize::from(self.pending[2]);
+        if self.pending.len() < 9 + len {
+            return None;
+        }
+        let frame: Vec<u8> = self.pending.drain(..9 + len).collect();
+        let stream = u32::from_be_bytes(frame[5..9].try_into().unwrap()) & 0x7fff_ffff;
+        Some((frame[3], frame[4], stream, frame[9..].to_vec()))
     }
 
     /// Reads until the server's GOAWAY: its error code (and the end of the
@@ -336,13 +378,19 @@ fn flood(dispatch: Dispatch, unit: Vec<u8>) {
     still_serves(&server);
 }
 
-fn a_client_that_never_opens_its_window_meets_the_write_timeout(dispatch: Dispatch) {
+/// A server whose write timeout is `write`, swept every 50 ms.
+fn write_timeout_server(dispatch: Dispatch, write: Duration) -> Server {
     let timeouts = Timeouts {
-        write: Duration::from_millis(500),
+        write,
+        sweep: Duration::from_millis(50),
         ..Timeouts::default()
     };
-    let server = server(dispatch, timeouts);
-    // INITIAL_WINDOW_SIZE 0: no DATA may be sent until the client says.
+    server(dispatch, timeouts)
+}
+
+/// A client that grants no window (`INITIAL_WINDOW_SIZE` 0) asks for
+/// `/v1/user` on stream 1.
+fn stalled_request(server: &Server) -> Raw {
     let mut raw = Raw::connect(server.local_addr(), &[(0x4, 0)]);
     raw.send(&frame(
         HEADERS,
@@ -350,23 +398,216 @@ fn a_client_that_never_opens_its_window_meets_the_write_timeout(dispatch: Dispat
         1,
         &get_block("/v1/user"),
     ));
+    raw
+}
+
+/// Reads the rest of a connection the server ended after its GOAWAY:
+/// nothing but the end may come.
+fn assert_ends(raw: &mut Raw) {
+    if let Some((kind, _, stream, _)) = raw.next() {
+        panic!("frame {kind:#x} on stream {stream} after the GOAWAY");
+    }
+}
+
+/// The GOAWAY's last stream and code.
+fn goaway_fields(payload: &[u8]) -> (u32, u32) {
+    let last = u32::from_be_bytes(payload[..4].try_into().unwrap()) & 0x7fff_ffff;
+    (last, u32::from_be_bytes(payload[4..8].try_into().unwrap()))
+}
+
+fn a_client_that_never_opens_its_window_meets_the_write_timeout(dispatch: Dispatch) {
+    let server = write_timeout_server(dispatch, Duration::from_millis(500));
+    let mut raw = stalled_request(&server);
     let began = Instant::now();
-    // The headers come; the body never can; the connection is closed.
+    // The headers come; the body never can; a GOAWAY naming stream 1, the
+    // last taken, with NO_ERROR; then the end.
     let mut headers = false;
-    loop {
+    let goaway = loop {
         match raw.next() {
             Some((HEADERS, _, 1, _)) => headers = true,
             Some((DATA, _, 1, payload)) => assert!(payload.is_empty(), "data past a 0 window"),
-            Some((GOAWAY, ..)) | None => break,
+            Some((GOAWAY, _, 0, payload)) => break goaway_fields(&payload),
+            None => panic!("closed without a GOAWAY"),
             Some(_) => {}
         }
-    }
+    };
+    assert_eq!(goaway, (1, NO_ERROR));
+    assert_ends(&mut raw);
     assert!(headers, "the response's headers came");
     assert!(
         began.elapsed() >= Duration::from_millis(500),
         "not before the write timeout"
     );
     still_serves(&server);
+}
+
+/// A client that grants no window but PINGs (every 100 ms, as a reply to
+/// nothing: a read that waits that long for the end) keeps nothing open:
+/// its PINGs are answered, and are no progress of the response, so the
+/// write timeout ends the connection as if it were silent. (The PINGs
+/// used to restart the timeout, and held the stream for ever.)
+fn pings_do_not_hold_a_stalled_response_open(dispatch: Dispatch) {
+    let write = Duration::from_millis(600);
+    let server = write_timeout_server(dispatch, write);
+    let mut raw = stalled_request(&server);
+    raw.stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let began = Instant::now();
+    let (mut sent, mut acked) = (0u64, 0u64);
+    let goaway = 'pinging: loop {
+        assert!(
+            began.elapsed() < 20 * write,
+            "pings held the connection open"
+        );
+        sent += 1;
+        raw.send(&frame(PING, 0, 0, &sent.to_be_bytes()));
+        // Frames until the read finds nothing for 100 ms.
+        loop {
+            match raw.next_within() {
+                Ok(Some((PING, 0x1, 0, payload))) => {
+                    acked = u64::from_be_bytes(payload[..8].try_into().unwrap());
+                }
+                Ok(Some((GOAWAY, _, 0, payload))) => break 'pinging goaway_fields(&payload),
+                Ok(Some((DATA, _, 1, payload))) => {
+                    assert!(payload.is_empty(), "data past a 0 window")
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("closed without a GOAWAY"),
+                Err(()) => break,
+            }
+        }
+    };
+    let took = began.elapsed();
+    assert_eq!(goaway, (1, NO_ERROR));
+    raw.stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    assert_ends(&mut raw);
+    assert!(acked >= 3, "the PINGs were answered meanwhile ({acked})");
+    assert!(took >= write, "not before the write timeout: {took:?}");
+    still_serves(&server);
+}
+
+/// The write timeouts counted so far, over every poller, as `/metrics`
+/// says.
+fn write_timeouts(server: &Server) -> u64 {
+    let addr = server.metrics_addr().expect("metrics are on");
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    page.lines()
+        .filter(|line| {
+            line.starts_with("uppercut_timeouts_total{") && line.contains("kind=\"write\"")
+        })
+        .map(|line| line.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// A client that reads nothing, so that the server's output backs up
+/// (a 4 KiB receive buffer; windows of 16 MiB, an 8 MiB body), and PINGs
+/// every 100 ms meanwhile, is closed after the write timeout: while output
+/// waits, nothing of the client's is read, and only the socket taking
+/// response data is progress.
+fn a_client_that_reads_nothing_but_pings_meets_the_write_timeout(dispatch: Dispatch) {
+    let write = Duration::from_millis(600);
+    let server = start_with(
+        &Config {
+            timeouts: Timeouts {
+                write,
+                sweep: Duration::from_millis(50),
+                ..Timeouts::default()
+            },
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
+            ..config(dispatch)
+        },
+        Routes::standard().route(
+            "/big",
+            uppercut_mio_server::CannedResponse::ok(
+                "application/octet-stream",
+                vec![b'x'; 8 << 20],
+            ),
+        ),
+    );
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.local_addr().into()).unwrap();
+    // INITIAL_WINDOW_SIZE 16 MiB, and as much for the connection.
+    let mut raw = Raw::over(socket.into(), &[(0x4, 1 << 24)]);
+    let mut frames = frame(0x8, 0, 0, &((1u32 << 24) - 65_535).to_be_bytes());
+    frames.extend(frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        1,
+        &get_block("/big"),
+    ));
+    raw.send(&frames);
+    let began = Instant::now();
+    let mut pings = 0u64;
+    // A PING, then a look at the count, every 100 ms or so.
+    while write_timeouts(&server) == 0 {
+        assert!(began.elapsed() < 20 * write, "the connection stayed open");
+        pings += 1;
+        raw.send(&frame(PING, 0, 0, &pings.to_be_bytes()));
+        // The client's pace, not a wait for the server: the end is seen
+        // in the count.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = began.elapsed();
+    assert!(took >= write, "not before the write timeout: {took:?}");
+    assert!(pings >= 3, "PINGs went meanwhile ({pings})");
+    // What the socket took before, then the end, short of the body's.
+    let mut body = 0;
+    while let Some((kind, flags, _, payload)) = raw.next() {
+        if kind == DATA {
+            assert_eq!(flags & END_STREAM, 0, "the whole body came");
+            body += payload.len();
+        }
+    }
+    assert!(body < 8 << 20, "{body} bytes of the body came");
+    still_serves(&server);
+}
+
+/// A client that opens its window a little at a time, each step before
+/// the write timeout runs out, gets the whole body however long it takes:
+/// each step is progress.
+fn a_window_opened_bit_by_bit_is_progress(dispatch: Dispatch) {
+    let write = Duration::from_millis(600);
+    let server = write_timeout_server(dispatch, write);
+    let mut raw = stalled_request(&server);
+    raw.stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/v1-user.json");
+    let expected = std::fs::read(fixture).unwrap();
+    let began = Instant::now();
+    let mut body = Vec::new();
+    let mut grants = 0;
+    while body.len() < expected.len() {
+        assert!(began.elapsed() < IO_TIMEOUT, "the body did not come");
+        // 500 bytes more, to the stream and the connection.
+        for stream in [0, 1] {
+            raw.send(&frame(0x8, 0, stream, &500u32.to_be_bytes()));
+        }
+        grants += 1;
+        // What the grant let through, until a read finds nothing for 200 ms.
+        loop {
+            match raw.next_within() {
+                Ok(Some((DATA, _, 1, payload))) => body.extend_from_slice(&payload),
+                Ok(Some((GOAWAY, ..))) => panic!("GOAWAY after {} bytes", body.len()),
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("closed after {} bytes", body.len()),
+                Err(()) => break,
+            }
+        }
+    }
+    assert_eq!(body, expected);
+    assert!(
+        began.elapsed() > write,
+        "longer than the write timeout in all ({grants} grants)"
+    );
 }
 
 fn a_client_silent_after_the_preface_meets_the_header_timeout(dispatch: Dispatch) {
@@ -431,6 +672,9 @@ in_both_modes!(
     a_ping_flood_ends_in_enhance_your_calm,
     a_settings_flood_ends_in_enhance_your_calm,
     a_client_that_never_opens_its_window_meets_the_write_timeout,
+    pings_do_not_hold_a_stalled_response_open,
+    a_client_that_reads_nothing_but_pings_meets_the_write_timeout,
+    a_window_opened_bit_by_bit_is_progress,
     a_client_silent_after_the_preface_meets_the_header_timeout,
     an_idle_connection_is_pinged_then_closed,
 );
@@ -472,3 +716,180 @@ fn a_drain_says_goaway_with_the_last_stream_taken(dispatch: Dispatch) {
 }
 
 in_both_modes!(a_drain_says_goaway_with_the_last_stream_taken);
+
+/// Sends GET / on stream 1 and reads its answer to the end.
+fn served_first(raw: &mut Raw) {
+    raw.send(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        1,
+        &get_block("/"),
+    ));
+    loop {
+        match raw.next() {
+            Some((DATA, flags, 1, _)) if flags & END_STREAM != 0 => return,
+            Some((GOAWAY, ..)) | None => panic!("stream 1 was not answered"),
+            Some(_) => {}
+        }
+    }
+}
+
+/// Reads to the server's GOAWAY, then to the end: its last stream and code.
+fn goaway_then_end(raw: &mut Raw) -> (u32, u32) {
+    let goaway = loop {
+        match raw.next() {
+            Some((GOAWAY, _, 0, payload)) => break goaway_fields(&payload),
+            Some((RST_STREAM, _, stream, payload)) => {
+                panic!("RST_STREAM {payload:?} on {stream}, not a GOAWAY")
+            }
+            None => panic!("closed without a GOAWAY"),
+            Some(_) => {}
+        }
+    };
+    assert_ends(raw);
+    goaway
+}
+
+/// A GET / whose header block ends with `tail` (or begins with it, a
+/// table size update).
+fn block_with(tail: &[u8]) -> Vec<u8> {
+    let mut block = get_block("/");
+    match tail.first() {
+        Some(first) if first & 0xe0 == 0x20 => {
+            let mut first = tail.to_vec();
+            first.extend(block);
+            return first;
+        }
+        _ => block.extend_from_slice(tail),
+    }
+    block
+}
+
+/// The blocks that do not decompress (RFC 7541), each after a request
+/// served: index 0, an index past both tables (62, the dynamic table
+/// empty), a table size update to 4097 (over SETTINGS_HEADER_TABLE_SIZE,
+/// 4096), a Huffman string holding EOS, one padded with 0s, and a string
+/// cut off by the end of the block. Each is a connection error
+/// COMPRESSION_ERROR (RFC 9113 §4.3), naming stream 1 as the last taken;
+/// h2 alone said PROTOCOL_ERROR.
+fn blocks_that_do_not_decompress_are_compression_errors(dispatch: Dispatch) {
+    // user-agent (58), literal without indexing: its value is the string.
+    let user_agent = |value: &[u8]| {
+        let mut field = vec![0x0f, 58 - 15];
+        field.extend_from_slice(value);
+        field
+    };
+    let cases: [(&str, Vec<u8>); 7] = [
+        ("index 0", block_with(&[0x80])),
+        // A whole frame shorter than a frame header: none of it reaches h2.
+        ("index 0 alone", vec![0x80]),
+        ("index past the tables", block_with(&[0xbe])),
+        ("table size over the limit", block_with(&[0x3f, 0xe2, 0x1f])),
+        (
+            "Huffman EOS",
+            block_with(&user_agent(&[0x84, 0xff, 0xff, 0xff, 0xff])),
+        ),
+        ("Huffman padding", block_with(&user_agent(&[0x81, 0x18]))),
+        (
+            "string cut off",
+            block_with(&user_agent(&[0x05, b'a', b'b'])),
+        ),
+    ];
+    let server = server(dispatch, Timeouts::default());
+    for (case, block) in cases {
+        let mut raw = Raw::connect(server.local_addr(), &[]);
+        served_first(&mut raw);
+        raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, 3, &block));
+        assert_eq!(goaway_then_end(&mut raw), (1, COMPRESSION_ERROR), "{case}");
+    }
+    still_serves(&server);
+}
+
+/// The block is followed across frames and reads: split over a HEADERS
+/// frame (padded, with priority fields) and a CONTINUATION, the bad part in
+/// the CONTINUATION, sent in the same write as a good request before it,
+/// which is taken (the GOAWAY names it) though the bad block is not.
+fn a_block_is_judged_whole_across_its_frames(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    let padded = |block: &[u8]| {
+        // Pad length 3, dependency 0 with weight 16, the block, 3 zeros.
+        let mut payload = vec![3, 0, 0, 0, 0, 15];
+        payload.extend_from_slice(block);
+        payload.extend_from_slice(&[0; 3]);
+        payload
+    };
+    // A good padded request is served: its padding is not the block.
+    raw.send(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS | PADDED | PRIORITY,
+        1,
+        &padded(&get_block("/")),
+    ));
+    loop {
+        match raw.next() {
+            Some((DATA, flags, 1, _)) if flags & END_STREAM != 0 => break,
+            Some((GOAWAY, ..)) | None => panic!("the padded request was not answered"),
+            Some(_) => {}
+        }
+    }
+    let mut frames = frame(HEADERS, END_STREAM | END_HEADERS, 3, &get_block("/json"));
+    frames.extend(frame(
+        HEADERS,
+        END_STREAM | PADDED | PRIORITY,
+        5,
+        &padded(&get_block("/")),
+    ));
+    frames.extend(frame(CONTINUATION, END_HEADERS, 5, &[0x80]));
+    raw.send(&frames);
+    assert_eq!(goaway_then_end(&mut raw), (3, COMPRESSION_ERROR));
+}
+
+/// A block that decompresses into a field h2 refuses (a name in upper
+/// case) is no decoding error: h2 answers it as before, PROTOCOL_ERROR.
+fn a_block_that_decompresses_to_a_bad_field_is_no_compression_error(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    served_first(&mut raw);
+    let block = block_with(&[0x00, 0x01, b'X', 0x01, b'v']);
+    raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, 3, &block));
+    assert_eq!(goaway_then_end(&mut raw), (1, PROTOCOL_ERROR));
+}
+
+/// Entries the client added to the dynamic table, and a size update
+/// within the limit, are followed: requests that use them are served.
+fn the_dynamic_table_is_followed(dispatch: Dispatch) {
+    let server = server(dispatch, Timeouts::default());
+    let mut raw = Raw::connect(server.local_addr(), &[]);
+    // x-a: 1 with incremental indexing (62), then a block using it and
+    // one evicting it with a smaller table, then one using 62 again after
+    // it was added anew.
+    let mut first = get_block("/");
+    first.extend_from_slice(&[0x40, 0x03, b'x', b'-', b'a', 0x01, b'1']);
+    let mut uses = get_block("/");
+    uses.push(0xbe);
+    let mut evicts = vec![0x20, 0x3f, 0xe1, 0x1f];
+    evicts.extend(get_block("/"));
+    evicts.extend_from_slice(&[0x40, 0x03, b'x', b'-', b'b', 0x01, b'2']);
+    for (n, block) in [first, uses.clone(), evicts, uses].iter().enumerate() {
+        let stream = 1 + 2 * n as u32;
+        raw.send(&frame(HEADERS, END_STREAM | END_HEADERS, stream, block));
+        loop {
+            match raw.next() {
+                Some((DATA, flags, s, _)) if s == stream && flags & END_STREAM != 0 => break,
+                Some((GOAWAY, _, _, payload)) => {
+                    panic!("GOAWAY {:?} at stream {stream}", goaway_fields(&payload))
+                }
+                None => panic!("closed at stream {stream}"),
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+in_both_modes!(
+    blocks_that_do_not_decompress_are_compression_errors,
+    a_block_is_judged_whole_across_its_frames,
+    a_block_that_decompresses_to_a_bad_field_is_no_compression_error,
+    the_dynamic_table_is_followed,
+);

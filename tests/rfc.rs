@@ -285,6 +285,18 @@ fn refuses_malformed_chunk_size_lines_at_once(dispatch: Dispatch) {
     }
 }
 
+/// A chunk size no 64-bit number holds is malformed, 400 (Http11Probe's
+/// MAL-CHUNK-SIZE-OVERFLOW, a MUST), where it was 413; the largest size
+/// that is a number stays a body over the limit, 413. Either closes.
+fn refuses_a_chunk_size_that_overflows_as_malformed(dispatch: Dispatch) {
+    let head = "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let overflow = format!("{head}FFFFFFFFFFFFFFFF0\r\nhello\r\n0\r\n\r\n");
+    answered_then_closed(dispatch, overflow.as_bytes(), &bad_request(false));
+    let largest = format!("{head}FFFFFFFFFFFFFFFF\r\nhello\r\n0\r\n\r\n");
+    let too_large = error(413, "Payload Too Large", "", true, false);
+    answered_then_closed(dispatch, largest.as_bytes(), &too_large);
+}
+
 fn accepts_chunk_extensions_by_the_grammar(dispatch: Dispatch) {
     let chunked = "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
         5 ; a = \"q\\\"s\" ;b\r\nhello\r\n3;c=tok\r\nabc\r\n0\r\n\r\n";
@@ -397,6 +409,7 @@ in_both_modes!(
     answers_unknown_methods_with_405_and_serves_on,
     answers_known_methods_a_route_lacks_with_405,
     refuses_malformed_chunk_size_lines_at_once,
+    refuses_a_chunk_size_that_overflows_as_malformed,
     accepts_chunk_extensions_by_the_grammar,
     expect_continue_only_for_a_route_that_takes_the_body,
     serves_later_http1_minor_versions_as_http11,

@@ -213,8 +213,14 @@ fn size_line(input: &[u8]) -> Result<Option<(usize, u64)>, ErrorStatus> {
         line = match (line, b) {
             (Line::Size(digits), _) => match (b as char).to_digit(16) {
                 Some(digit) => {
-                    // A size past the body limit is refused once the line ends.
-                    size = size.saturating_mul(16).saturating_add(u64::from(digit));
+                    // A size past the body limit is refused (413) once the
+                    // line ends; one past any number is no size at all
+                    // (Http11Probe's MAL-CHUNK-SIZE-OVERFLOW): 400, at the
+                    // digit that overflows.
+                    size = size
+                        .checked_mul(16)
+                        .and_then(|size| size.checked_add(u64::from(digit)))
+                        .ok_or(ErrorStatus::BadRequest)?;
                     Line::Size(digits + 1)
                 }
                 None if digits == 0 => return Err(ErrorStatus::BadRequest),
@@ -342,6 +348,37 @@ mod tests {
             Err(ErrorStatus::PayloadTooLarge)
         );
         assert_eq!(decode_in_steps(b"5\r\nhel", 2), Ok(None));
+    }
+
+    /// A size that no `u64` holds is malformed (400); the largest that
+    /// one does is a valid size over the limit (413); leading zeros are
+    /// no overflow.
+    #[test]
+    fn a_size_past_any_number_is_malformed_not_too_large() {
+        let overflow = b"FFFFFFFFFFFFFFFF0\r\n";
+        assert_eq!(size_line(overflow), Err(ErrorStatus::BadRequest));
+        assert_eq!(
+            size_line(&overflow[..16]),
+            Ok(None),
+            "refused at the digit past"
+        );
+        assert_eq!(
+            size_line(b"10000000000000000\r\n"),
+            Err(ErrorStatus::BadRequest)
+        );
+        let largest = b"FFFFFFFFFFFFFFFF\r\n";
+        assert_eq!(size_line(largest), Ok(Some((largest.len(), u64::MAX))));
+        let padded = b"000000000000000000000005\r\n";
+        assert_eq!(size_line(padded), Ok(Some((padded.len(), 5))));
+        assert_eq!(
+            decode_in_steps(overflow, 5),
+            Err(ErrorStatus::BadRequest),
+            "in pieces too"
+        );
+        assert_eq!(
+            decode_in_steps(largest, 5),
+            Err(ErrorStatus::PayloadTooLarge)
+        );
     }
 
     #[test]

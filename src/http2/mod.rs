@@ -12,5 +12,6 @@
 //! `HEAD`, `--header` fields) answers over HTTP/2 as it does over HTTP/1.1,
 //! and streams whose actors are slow wait each on its own.
 
+pub(crate) mod hpack_check;
 pub(crate) mod pipe;
 pub(crate) mod session;

@@ -16,7 +16,10 @@
 //! streams reset as fast as they open, header lists past their size, a
 //! flood of `CONTINUATION`, `SETTINGS` or `PING` frames) are `h2`'s, set
 //! from [`Limits`]; a connection that breaks them gets a `GOAWAY` with the
-//! error's code, written before the connection closes.
+//! error's code, written before the connection closes. A header block that
+//! does not decompress is caught here first (`FrameWatch`, `hpack_check`),
+//! since `h2` would call it a `PROTOCOL_ERROR`: its code is
+//! `COMPRESSION_ERROR`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -34,6 +37,7 @@ use slab::Slab;
 use crate::gateway::convert::{self as gateway, read_response};
 pub(crate) use crate::gateway::Serving;
 use crate::gateway::{Origin, Protocol, Served};
+use crate::http2::hpack_check;
 use crate::http2::pipe::{Flag, Pipe};
 use crate::request_stream::{Call, CallEnd, RequestStream};
 
@@ -140,8 +144,13 @@ pub(crate) struct Session {
     goaway_sent: Option<Reason>,
     /// Counts the client's control frames.
     watch: FrameWatch,
+    /// Finds the response data in what `h2` writes.
+    output: OutputWatch,
     /// A `GOAWAY` asked for before the handshake was done.
     abort_pending: Option<Reason>,
+    /// A header block did not decompress: once `h2` has taken everything
+    /// before it, `GOAWAY COMPRESSION_ERROR` (RFC 9113 §4.3).
+    undecodable: bool,
 }
 
 impl Session {
@@ -182,7 +191,9 @@ impl Session {
             going_away: false,
             goaway_sent: None,
             watch: FrameWatch::new(),
+            output: OutputWatch::default(),
             abort_pending: None,
+            undecodable: false,
         };
         session.feed(first, now_ms);
         session
@@ -192,15 +203,28 @@ impl Session {
     /// the connection with control frames is sent `GOAWAY`
     /// (`ENHANCE_YOUR_CALM`) and nothing more of it is read.
     pub(crate) fn feed(&mut self, input: &[u8], now_ms: u64) {
-        if self.watch.flooded {
+        if self.watch.stopped {
             return;
         }
-        let flood = self.watch.feed(input, now_ms);
-        // The read that crossed the limit still goes in (it may hold the
-        // preface, without which no GOAWAY can be sent); none after it.
-        self.pipe.buffers().input.extend_from_slice(input);
-        if flood {
-            self.abort(Reason::ENHANCE_YOUR_CALM);
+        match self.watch.feed(input, now_ms) {
+            Watched::Fine => self.pipe.buffers().input.extend_from_slice(input),
+            Watched::Flood => {
+                // The read that crossed the limit still goes in (it may
+                // hold the preface, without which no GOAWAY can be sent);
+                // none after it.
+                self.pipe.buffers().input.extend_from_slice(input);
+                self.abort(Reason::ENHANCE_YOUR_CALM);
+            }
+            Watched::Undecodable(at) => {
+                // What came before the block is served; the block never
+                // reaches `h2`, which would call it a PROTOCOL_ERROR.
+                self.pipe
+                    .buffers()
+                    .input
+                    .extend_from_slice(&input[..at.min(input.len())]);
+                self.undecodable = true;
+                self.flag.wake_by_ref();
+            }
         }
     }
 
@@ -213,6 +237,7 @@ impl Session {
     /// had more to write and was refused (drive again to let it).
     pub(crate) fn take_output(&mut self, out: &mut BytesMut) -> bool {
         let mut buffers = self.pipe.buffers();
+        self.output.feed(&buffers.output);
         if out.is_empty() {
             std::mem::swap(out, &mut buffers.output);
         } else {
@@ -220,6 +245,15 @@ impl Session {
             buffers.output.clear();
         }
         std::mem::take(&mut buffers.refused)
+    }
+
+    /// Bytes of output taken so far, and how far into them the last
+    /// response data (a `DATA` frame's payload, which the client's window
+    /// let through) reaches: while the socket takes bytes short of that
+    /// mark, responses make progress; past it, only frames such as `PING`
+    /// acknowledgements go, which are no progress.
+    pub(crate) fn output_marks(&self) -> (u64, u64) {
+        (self.output.taken, self.output.data_end)
     }
 
     /// Calls streams made since the last take: send each, then
@@ -340,6 +374,12 @@ impl Session {
             let keys: Vec<usize> = self.streams.iter().map(|(key, _)| key).collect();
             for key in keys {
                 self.poll_stream(key, &mut task, serving);
+            }
+            // `h2` has read all it was given, and so has acted on every
+            // frame before the block that does not decompress.
+            if self.undecodable && self.pipe.buffers().input.is_empty() {
+                self.undecodable = false;
+                self.abort(Reason::COMPRESSION_ERROR);
             }
             if !self.flag.take() {
                 return Drive::Open;
@@ -586,7 +626,8 @@ const FLOOD_BURST: u32 = 1_000;
 const FLOOD_PER_SECOND: u32 = 200;
 
 /// Reads the frame headers of what the client sends, to count its control
-/// frames, before `h2` reads the frames themselves.
+/// frames, and its header blocks, to find one that does not decompress,
+/// before `h2` reads the frames themselves.
 #[derive(Debug)]
 struct FrameWatch {
     /// Bytes of the preface still to pass.
@@ -599,8 +640,50 @@ struct FrameWatch {
     /// The bucket: tokens left, as of `at_ms`.
     tokens: u32,
     at_ms: u64,
-    /// Past the limit: nothing more is read.
-    flooded: bool,
+    /// Bytes read so far.
+    offset: u64,
+    /// The header blocks, while they can be followed.
+    blocks: Option<Box<Blocks>>,
+    /// Past the flood limit, or at a block that does not decompress:
+    /// nothing more is read.
+    stopped: bool,
+}
+
+/// The header blocks of a client's frames as they pass, each checked
+/// whole (`hpack_check`).
+#[derive(Debug, Default)]
+struct Blocks {
+    check: hpack_check::Check,
+    /// The payload of the `HEADERS` or `CONTINUATION` frame passing, so far.
+    frame: Vec<u8>,
+    /// Its flags; whether it is a `HEADERS` frame.
+    flags: u8,
+    headers: bool,
+    /// The block so far, while its frames come.
+    block: Vec<u8>,
+    /// A block has begun and not ended: only `CONTINUATION` may follow.
+    open: bool,
+    /// Where the block's first frame began, in bytes read.
+    began: u64,
+}
+
+/// The most of one header block followed: past it (`h2` ends such a
+/// connection itself), blocks are no longer followed.
+const BLOCK_LIMIT: usize = 256 * 1024;
+/// The largest frame `h2` takes (`SETTINGS_MAX_FRAME_SIZE`, its default).
+const MAX_FRAME: usize = 16_384;
+
+/// What a read held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watched {
+    /// Nothing wrong (so far).
+    Fine,
+    /// The client is past the flood limit.
+    Flood,
+    /// A header block that does not decompress begins at this byte of the
+    /// read (0 if it began in an earlier one): `h2` reads nothing from
+    /// there.
+    Undecodable(usize),
 }
 
 impl FrameWatch {
@@ -613,39 +696,50 @@ impl FrameWatch {
             payload: 0,
             tokens: FLOOD_BURST,
             at_ms: 0,
-            flooded: false,
+            offset: 0,
+            blocks: Some(Box::default()),
+            stopped: false,
         }
     }
 
-    /// Counts the frames `input` holds (or begins); true when the client
-    /// is now past the limit.
-    fn feed(&mut self, input: &[u8], now_ms: u64) -> bool {
-        if self.flooded {
-            return false;
+    /// Reads the frames `input` holds (or begins).
+    fn feed(&mut self, input: &[u8], now_ms: u64) -> Watched {
+        if self.stopped {
+            return Watched::Fine;
         }
         let refill = (now_ms.saturating_sub(self.at_ms) / 1000) as u32 * FLOOD_PER_SECOND;
         if refill > 0 {
             self.tokens = self.tokens.saturating_add(refill).min(FLOOD_BURST);
             self.at_ms = now_ms;
         }
+        let start = self.offset;
         let mut rest = input;
         while !rest.is_empty() {
             if self.preface > 0 {
                 let skip = self.preface.min(rest.len());
                 self.preface -= skip;
-                rest = &rest[skip..];
+                rest = self.pass(rest, skip);
                 continue;
             }
             if self.payload > 0 {
                 let skip = self.payload.min(rest.len());
+                if let Some(blocks) = self.blocks.as_deref_mut().filter(|b| b.collecting()) {
+                    blocks.frame.extend_from_slice(&rest[..skip]);
+                }
                 self.payload -= skip;
-                rest = &rest[skip..];
+                rest = self.pass(rest, skip);
+                if self.payload == 0 {
+                    if let Some(began) = self.frame_done() {
+                        self.stopped = true;
+                        return Watched::Undecodable(began.saturating_sub(start) as usize);
+                    }
+                }
                 continue;
             }
             let take = (9 - self.have).min(rest.len());
             self.header[self.have..self.have + take].copy_from_slice(&rest[..take]);
             self.have += take;
-            rest = &rest[take..];
+            rest = self.pass(rest, take);
             if self.have < 9 {
                 break;
             }
@@ -666,15 +760,213 @@ impl FrameWatch {
             };
             if control {
                 if self.tokens == 0 {
-                    self.flooded = true;
-                    return true;
+                    self.stopped = true;
+                    return Watched::Flood;
                 }
                 self.tokens -= 1;
             }
+            let began = self.offset - 9;
+            self.frame_begins(kind, flags, len, began);
+            if len == 0 {
+                if let Some(began) = self.frame_done() {
+                    self.stopped = true;
+                    return Watched::Undecodable(began.saturating_sub(start) as usize);
+                }
+            }
         }
-        false
+        Watched::Fine
+    }
+
+    /// `rest` past its first `len` bytes, which are read.
+    fn pass<'a>(&mut self, rest: &'a [u8], len: usize) -> &'a [u8] {
+        self.offset += len as u64;
+        &rest[len..]
+    }
+
+    /// A frame of `kind` begins at byte `began`: a header block's frames
+    /// are followed, as long as they come as HTTP/2 has them (else `h2`
+    /// ends the connection, and blocks are not followed).
+    fn frame_begins(&mut self, kind: u8, flags: u8, len: usize, began: u64) {
+        let Some(blocks) = self.blocks.as_deref_mut() else {
+            return;
+        };
+        let stream = u32::from_be_bytes([
+            self.header[5] & 0x7f,
+            self.header[6],
+            self.header[7],
+            self.header[8],
+        ]);
+        let follows = match kind {
+            // HEADERS, on a stream, not inside another block.
+            0x1 => !blocks.open && stream != 0,
+            // CONTINUATION, inside a block.
+            0x9 => blocks.open,
+            _ => !blocks.open,
+        };
+        if !follows || len > MAX_FRAME {
+            self.blocks = None;
+            return;
+        }
+        if kind == 0x1 {
+            blocks.began = began;
+            blocks.block.clear();
+        }
+        blocks.headers = kind == 0x1;
+        blocks.flags = flags;
+        blocks.frame.clear();
+        blocks.open |= kind == 0x1;
+    }
+
+    /// The payload of the frame passing is all read: where its block began
+    /// if the block ended with it and does not decompress.
+    fn frame_done(&mut self) -> Option<u64> {
+        let blocks = self.blocks.as_deref_mut()?;
+        if !blocks.collecting() {
+            return None;
+        }
+        let Some(fragment) = blocks.fragment() else {
+            // Padding past the payload: `h2` ends the connection.
+            self.blocks = None;
+            return None;
+        };
+        let (start, end) = fragment;
+        if blocks.block.len() + (end - start) > BLOCK_LIMIT {
+            self.blocks = None;
+            return None;
+        }
+        blocks.block.extend_from_slice(&blocks.frame[start..end]);
+        blocks.frame.clear();
+        if blocks.flags & 0x4 == 0 {
+            return None;
+        }
+        blocks.open = false;
+        let decompressed = blocks.check.block(&blocks.block);
+        if blocks.block.capacity() > 4096 {
+            blocks.block = Vec::new();
+            blocks.frame = Vec::new();
+        }
+        blocks.block.clear();
+        decompressed.err().map(|_| blocks.began)
+    }
+}
+
+impl Blocks {
+    /// The frame passing is one of a header block.
+    fn collecting(&self) -> bool {
+        self.open
+    }
+
+    /// Where, in the frame's payload, its part of the block lies: a
+    /// `HEADERS` frame's pad length and priority fields and its padding
+    /// are not. `None` when the padding does not fit.
+    fn fragment(&self) -> Option<(usize, usize)> {
+        if !self.headers {
+            return Some((0, self.frame.len()));
+        }
+        let mut start = 0;
+        let mut pad = 0;
+        if self.flags & 0x8 != 0 {
+            pad = usize::from(*self.frame.first()?);
+            start = 1;
+        }
+        if self.flags & 0x20 != 0 {
+            start += 5;
+        }
+        let end = self.frame.len().checked_sub(pad)?;
+        (start <= end).then_some((start, end))
+    }
+}
+
+/// Reads the frame headers of what `h2` writes, to know where in the
+/// output its response data lies.
+#[derive(Debug, Default)]
+struct OutputWatch {
+    /// Bytes of output read so far.
+    taken: u64,
+    /// A frame header read so far.
+    header: [u8; 9],
+    have: usize,
+    /// Bytes of the current frame's payload still to pass.
+    payload: usize,
+    /// Where the last `DATA` frame with a payload ends.
+    data_end: u64,
+}
+
+impl OutputWatch {
+    /// Reads `output`, the next bytes `h2` wrote (the server writes no
+    /// preface: frames from the first byte).
+    fn feed(&mut self, output: &[u8]) {
+        let mut rest = output;
+        while !rest.is_empty() {
+            if self.payload > 0 {
+                let skip = self.payload.min(rest.len());
+                self.payload -= skip;
+                self.taken += skip as u64;
+                rest = &rest[skip..];
+                continue;
+            }
+            let take = (9 - self.have).min(rest.len());
+            self.header[self.have..self.have + take].copy_from_slice(&rest[..take]);
+            self.have += take;
+            self.taken += take as u64;
+            rest = &rest[take..];
+            if self.have < 9 {
+                break;
+            }
+            self.have = 0;
+            let header = self.header;
+            let len =
+                usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+            self.payload = len;
+            if header[3] == 0x0 && len > 0 {
+                self.data_end = self.taken + len as u64;
+            }
+        }
     }
 }
 
 /// How long an idle connection's ping may go unanswered.
 pub(crate) const PING_GRACE: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, len: usize) -> Vec<u8> {
+        let mut frame = vec![
+            (len >> 16) as u8,
+            (len >> 8) as u8,
+            len as u8,
+            kind,
+            0,
+            0,
+            0,
+            0,
+            1,
+        ];
+        frame.resize(9 + len, 7);
+        frame
+    }
+
+    /// The end of the last DATA frame with a payload, wherever the output
+    /// is cut: PINGs and empty DATA frames after it do not move it.
+    #[test]
+    fn the_output_watch_finds_where_response_data_ends() {
+        let mut output = frame(0x4, 6);
+        output.extend(frame(0x1, 20));
+        output.extend(frame(0x0, 300));
+        let data_end = output.len() as u64;
+        output.extend(frame(0x6, 8));
+        output.extend(frame(0x0, 0));
+        for cut in 0..output.len() {
+            let mut watch = OutputWatch::default();
+            watch.feed(&output[..cut]);
+            watch.feed(&output[cut..]);
+            assert_eq!(watch.taken, output.len() as u64, "cut at {cut}");
+            assert_eq!(watch.data_end, data_end, "cut at {cut}");
+        }
+        let mut watch = OutputWatch::default();
+        watch.feed(&output[..40]);
+        assert_eq!(watch.data_end, 0, "no DATA yet");
+    }
+}

@@ -7,7 +7,9 @@
 //! socket, through its transport, behind what waits; while the client
 //! leaves output unread nothing more is read (and `h2` itself stops
 //! writing once its buffer is full), and the write timeout closes a client
-//! that reads nothing. Each stream's actor call has its route's reply
+//! that reads nothing, or whose responses make no progress however many
+//! frames it sends (it measures the response data the socket takes), with a
+//! `GOAWAY` first. Each stream's actor call has its route's reply
 //! timeout; the connection's one deadline is the nearest of them and of
 //! its own (the header timeout until a stream's request is whole, the
 //! keep-alive timeout while idle, with a `PING` first).
@@ -27,6 +29,11 @@ use crate::routes::reply::Outcome;
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::timeouts::Expiry;
 use crate::runtime::wakeup::{EXPIRE, HANGUP, READY, REPLY};
+
+/// The code of the `GOAWAY` a write timeout sends: as every timeout's, no
+/// protocol error, only time run out (the streams it names unfinished end
+/// with the connection).
+const WRITE_TIMEOUT_GOAWAY: Reason = Reason::NO_ERROR;
 
 /// The client preface every HTTP/2 connection opens with (RFC 9113 §3.4).
 pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -50,10 +57,19 @@ pub(super) struct Http2 {
     /// Answers taken from the mailbox (kept, so taking allocates nothing
     /// once warm).
     answers: Vec<(u64, Outcome)>,
-    /// When the client last sent something, and when the socket last took
-    /// something, in ms.
+    /// When the client last sent something, in ms.
     heard_ms: u64,
-    wrote_ms: u64,
+    /// When responses last made progress, in ms: the socket took bytes of
+    /// their data (which the client's window let through), or the
+    /// connection began to owe output. The write timeout runs from here,
+    /// so frames the client sends (a `PING` every few seconds) do not hold
+    /// a stalled response open.
+    progress_ms: u64,
+    /// Bytes of output the socket has taken, as of the last look.
+    taken: u64,
+    /// Output was owed at the last look: backed up, or a response's body
+    /// waiting for the client's window.
+    owing: bool,
     /// An idle connection was pinged, and nothing came since.
     pinged: bool,
     /// The session ended: the rest of the output goes, then the socket
@@ -81,7 +97,9 @@ impl Connection {
             calls: HashMap::new(),
             answers: Vec::new(),
             heard_ms: now,
-            wrote_ms: now,
+            progress_ms: now,
+            taken: 0,
+            owing: false,
             pinged: false,
             ended: false,
         }));
@@ -187,9 +205,14 @@ impl Connection {
                 h2.session.abort(Reason::NO_ERROR);
             }
             Expiry::Write => {
-                // Nothing more can reach a client that reads nothing.
+                // Responses made no progress: a GOAWAY naming the last
+                // stream taken, if the socket takes it now (one try: a
+                // client this slow gets no more of our time), then the end.
                 self.count_timeout(TimeoutKind::Write);
+                h2.session.abort(WRITE_TIMEOUT_GOAWAY);
                 self.http2 = Some(h2);
+                self.http2_run(sender);
+                self.http2_write(scratch)?;
                 return Ok(Some(Flow::Close));
             }
         }
@@ -330,6 +353,7 @@ impl Connection {
     /// whether `h2` has more to write.
     fn http2_write(&mut self, scratch: &mut Scratch) -> io::Result<(bool, bool)> {
         if self.transport.is_backed_up() && !self.flush()? {
+            self.http2_note_taken();
             return Ok((false, false));
         }
         let Some(h2) = self.http2.as_deref_mut() else {
@@ -341,25 +365,44 @@ impl Connection {
         if !scratch.output.is_empty() {
             self.write_batch(&mut scratch.output)?;
         }
-        if self.wrote {
-            if let Some(h2) = self.http2.as_deref_mut() {
-                h2.wrote_ms = self.shared.now_ms();
-            }
-        }
+        self.http2_note_taken();
         Ok((ended && !self.transport.is_backed_up(), more))
+    }
+
+    /// Notes how much output the socket has taken: progress when it took
+    /// bytes short of the end of the last response data.
+    fn http2_note_taken(&mut self) {
+        let backlog = self.transport.backlog_len() as u64;
+        let now = self.shared.now_ms();
+        let Some(h2) = self.http2.as_deref_mut() else {
+            return;
+        };
+        let (handed, data_end) = h2.session.output_marks();
+        let taken = handed.saturating_sub(backlog);
+        if taken > h2.taken && h2.taken < data_end {
+            h2.progress_ms = now;
+        }
+        h2.taken = taken;
     }
 
     /// Publishes the connection's deadline: the nearest call's timeout, or
     /// its own stage's.
     pub(super) fn http2_note_deadline(&mut self) {
-        let Some(h2) = self.http2.as_deref() else {
+        let backed_up = self.transport.is_backed_up();
+        let now = self.shared.now_ms();
+        let Some(h2) = self.http2.as_deref_mut() else {
             return;
         };
         let timeouts = self.shared.timeouts();
         let ms = |d: std::time::Duration| d.as_millis() as u64;
         let (begun, _) = h2.session.progress();
-        let (expiry, deadline) = if self.transport.is_backed_up() || h2.session.is_sending() {
-            (Expiry::Write, h2.wrote_ms + ms(timeouts.write))
+        let owing = backed_up || h2.session.is_sending();
+        if owing && !h2.owing {
+            h2.progress_ms = now;
+        }
+        h2.owing = owing;
+        let (expiry, deadline) = if owing {
+            (Expiry::Write, h2.progress_ms + ms(timeouts.write))
         } else if begun == 0 || h2.session.is_receiving() {
             (Expiry::Request, h2.heard_ms + ms(timeouts.header))
         } else if h2.session.open_streams() > 0 {
