@@ -436,7 +436,8 @@ impl Placed {
                 };
                 // The holder may be paused, holding it: answered 504 once
                 // a lease's time has passed, and the holder read again.
-                let bound = Duration::from_millis(leases.times.ttl).min(timeout);
+                // Not below 2 s: a loaded holder may be slow, not gone.
+                let bound = Duration::from_millis(leases.times.ttl.max(2_000)).min(timeout);
                 leases
                     .cluster
                     .request_bounded(poller.unwrap_or(0), &to, request, bound);
