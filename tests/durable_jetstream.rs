@@ -137,7 +137,8 @@ fn a_nats_without_jetstream_is_503_saying_so(dispatch: Dispatch) {
         count(&a, "POST"),
         unavailable(
             "the state of counter is unavailable: the store is unavailable: JetStream is not \
-             enabled on the NATS server (start nats-server with -js)"
+             enabled on the NATS server (start nats-server with -js), or the bucket's \
+             stream had no leader while it was tried"
         )
     );
 }

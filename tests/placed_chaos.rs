@@ -195,13 +195,17 @@ fn start(n: usize, urls: &str) -> Node {
 /// a read of the lease on a NATS node that answers.
 fn holder_of(nats: &[Nats], name: &str) -> Option<usize> {
     for node in nats {
-        let Ok(stream) = std::net::TcpStream::connect(node.addr) else {
+        // A node restarting, or a stream without a leader yet (whose
+        // requests go unanswered): the next node is asked.
+        let Ok(mut client) = node.try_raw_client(Duration::from_secs(2)) else {
             continue;
         };
-        drop(stream);
-        let mut client = node.raw_client();
         let body = format!(r#"{{"last_by_subj":"$KV.upc_leases.{name}"}}"#);
-        let answer = client.request("$JS.API.STREAM.MSG.GET.KV_upc_leases", body.as_bytes());
+        let Ok(answer) =
+            client.try_request("$JS.API.STREAM.MSG.GET.KV_upc_leases", body.as_bytes())
+        else {
+            continue;
+        };
         let answer: serde_json::Value = serde_json::from_slice(&answer).ok()?;
         let data = answer["message"]["data"].as_str()?;
         use base64::Engine;
@@ -258,6 +262,23 @@ fn placed_counters_survive_servers_and_nats_nodes_dying_and_pausing() {
             std::thread::spawn(move || history.client(seed ^ id, path))
         })
         .collect();
+    // The faults hit a cluster that runs: every counter has answered
+    // once (its bucket made, its lease taken, its state read).
+    let warm = Instant::now();
+    for (path, history) in paths.iter().zip(&histories) {
+        while history.answers() == 0 {
+            assert!(
+                warm.elapsed() < common::IO_TIMEOUT,
+                "seed {seed}: {path} never answered before any fault"
+            );
+            // A polling interval, not a wait standing in for the condition.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    eprintln!(
+        "chaos: every counter answered {:?} after the start",
+        warm.elapsed()
+    );
     let mut failovers = Vec::new();
     let lease = Duration::from_secs(2);
     for round in 0..rounds() {

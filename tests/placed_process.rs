@@ -183,3 +183,63 @@ fn kill_9_of_holders_keeps_every_acknowledged_increment() {
     assert!(verdict.acked > 0, "seed {seed}: nothing was answered");
     eprintln!("placed crash: seed {seed}, {kills} kills: {verdict:?}");
 }
+
+/// Three servers on a three-node JetStream cluster, each connected to
+/// NATS, are asked at once before anything is placed: each answer is a
+/// 200. The first requests make the buckets; a lease written to a stream
+/// just made finds no one behind its subject for a moment ("no
+/// responders"), and a read of it goes unanswered until its stream has a
+/// leader. Neither is the store failing: both are tried again within the
+/// timeout, not answered 503 (nor after the whole timeout).
+#[test]
+fn the_first_requests_on_a_new_jetstream_cluster_are_answered() {
+    let nats = Nats::jetstream_cluster(3);
+    let urls: Vec<String> = nats.iter().map(|node| node.url()).collect();
+    let urls = urls.join(",");
+    let servers: Vec<(Running, std::net::SocketAddr)> = ["a", "b", "c"]
+        .iter()
+        .map(|node| {
+            let metrics = free_port();
+            let command = server_command(&[
+                "--pollers",
+                "2",
+                "--nats",
+                &urls,
+                "--node",
+                node,
+                "--state",
+                "jetstream",
+                "--state-replicas",
+                "3",
+                "--metrics",
+                &metrics.to_string(),
+            ]);
+            (Running::start(command), metrics)
+        })
+        .collect();
+    for (_, metrics) in &servers {
+        let deadline = Instant::now() + common::IO_TIMEOUT;
+        while sample(*metrics, "uppercut_nats_links_up") < 2 {
+            assert!(Instant::now() < deadline, "not connected to NATS");
+            // A polling interval, not a wait standing in for the condition.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let askers: Vec<_> = servers
+        .iter()
+        .map(|(server, _)| {
+            let addr = server.addr;
+            std::thread::spawn(move || exchange(addr, "POST", "/count"))
+        })
+        .collect();
+    let mut counts: Vec<u64> = askers
+        .into_iter()
+        .map(|asker| {
+            let (status, body) = asker.join().unwrap();
+            assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+            body.trim().parse().unwrap()
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(counts, [1, 2, 3]);
+}

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use log::{info, warn};
 
-use crate::cluster::port::{Admit, JsDone, JsFailure, JsRequest, Outbound};
+use crate::cluster::port::{Admit, JsDone, JsFailure, JsRequest, JsRetry, Outbound};
 use crate::cluster::Cluster;
 use crate::log_limit::WarnLimiter;
 use crate::nats::jetstream::{self, Answer, WRONG_LAST_SEQUENCE};
@@ -143,11 +143,22 @@ impl Bucket {
             }
         });
         let name = self.name.clone();
-        self.send(&name, subject, Bytes::new(), body, answer);
+        self.send(
+            &name,
+            (subject, Bytes::new(), body),
+            JsRetry::Idempotent,
+            answer,
+        );
     }
 
     /// Sends a request for `key` through its link; `done` gets the answer.
-    fn send(&self, key: &str, subject: String, headers: Bytes, payload: Bytes, done: JsDone) {
+    fn send(
+        &self,
+        key: &str,
+        (subject, headers, payload): (String, Bytes, Bytes),
+        retry: JsRetry,
+        done: JsDone,
+    ) {
         let mut hasher = DefaultHasher::new();
         key.hash(&mut hasher);
         let port = self.cluster.port(hasher.finish() as usize);
@@ -156,6 +167,7 @@ impl Bucket {
             headers,
             payload,
             timeout: self.timeout,
+            retry,
             done,
         };
         if let Err(refused) = port.push(Outbound::Js(request), Admit::Answer) {
@@ -195,7 +207,12 @@ impl Bucket {
             bucket.created(outcome);
         });
         let name = self.name.clone();
-        self.send(&name, subject, Bytes::new(), body, done);
+        self.send(
+            &name,
+            (subject, Bytes::new(), body),
+            JsRetry::Idempotent,
+            done,
+        );
     }
 
     /// The bucket's creation answered.
@@ -241,7 +258,12 @@ impl Bucket {
                 let answer: JsDone = Box::new(move |answer| {
                     done(answer.map_err(failure).and_then(|msg| read(&msg)));
                 });
-                self.send(&key, subject, Bytes::new(), body, answer);
+                self.send(
+                    &key,
+                    (subject, Bytes::new(), body),
+                    JsRetry::Idempotent,
+                    answer,
+                );
             }
             Op::Put(key, bytes, expected, done) => {
                 let subject = jetstream::key_subject(&self.name, &key);
@@ -256,7 +278,7 @@ impl Bucket {
                         })
                     }));
                 });
-                self.send(&key, subject, headers, bytes, answer);
+                self.send(&key, (subject, headers, bytes), JsRetry::Unheard, answer);
             }
             Op::Purge(key, done) => {
                 let (subject, body) = jetstream::purge_request(&self.name, &key);
@@ -265,7 +287,9 @@ impl Bucket {
                         jetstream::parse_purge(&msg.payload).map_err(|e| api_failure(&e))
                     }));
                 });
-                self.send(&key, subject, Bytes::new(), body, answer);
+                // Not again after silence: a purge that was done, sent
+                // again, could purge the next holder's lease.
+                self.send(&key, (subject, Bytes::new(), body), JsRetry::Never, answer);
             }
         }
     }
@@ -348,7 +372,9 @@ fn failure(why: JsFailure) -> StoreError {
     match why {
         JsFailure::Refused(e) => StoreError::Unavailable(e.to_string()),
         JsFailure::NoResponders => StoreError::Unavailable(
-            "JetStream is not enabled on the NATS server (start nats-server with -js)".into(),
+            "JetStream is not enabled on the NATS server (start nats-server with -js), \
+             or the bucket's stream had no leader while it was tried"
+                .into(),
         ),
         JsFailure::Lost => StoreError::Timeout,
     }

@@ -35,7 +35,7 @@ use uppercut::api::Envelope;
 
 use crate::actors::context::RunContext;
 use crate::cluster::codec::{self, Inbound};
-use crate::cluster::port::{Admit, JsDone, JsFailure, LinkPort, Outbound};
+use crate::cluster::port::{Admit, JsFailure, JsRequest, JsRetry, LinkPort, Outbound};
 use crate::cluster::subjects::{Addressed, PARTITIONS};
 use crate::cluster::{failure, refusal_response, Cluster};
 use crate::log_limit::WarnLimiter;
@@ -89,11 +89,27 @@ struct Awaited {
     bounded: bool,
 }
 
-/// A JetStream request sent, awaiting its answer.
+/// A JetStream request sent, awaiting its answer (or waiting to be sent
+/// again).
 struct JsAwaited {
-    done: JsDone,
+    request: JsRequest,
+    /// When this try's answer is given up on (or, waiting, when it goes
+    /// again).
     deadline_ms: u64,
+    /// When the request's own timeout ends, over every try.
+    until_ms: u64,
+    /// Tries sent so far.
+    tries: u32,
 }
+
+/// How long the first try of an idempotent JetStream request waits for
+/// its answer; each next try waits twice as long (a stream without a
+/// leader leaves requests unanswered until one is elected).
+const JS_FIRST_TRY_MS: u64 = 500;
+/// The pause before a request answered "no responders" goes again, at
+/// first; it doubles up to `JS_MAX_PAUSE_MS`.
+const JS_FIRST_PAUSE_MS: u64 = 20;
+const JS_MAX_PAUSE_MS: u64 = 500;
 
 enum Conn {
     Down {
@@ -133,6 +149,8 @@ pub(crate) struct Link {
     awaited: HashMap<u64, Awaited>,
     /// JetStream requests sent (their ids are the calls' too).
     js_awaited: HashMap<u64, JsAwaited>,
+    /// JetStream requests answered "no responders", to go again.
+    js_later: Vec<JsAwaited>,
     /// Bounded requests among `awaited`.
     bounded: usize,
     next_id: u64,
@@ -170,6 +188,7 @@ impl Link {
             answer_prefix: Bytes::from(answer_prefix),
             awaited: HashMap::new(),
             js_awaited: HashMap::new(),
+            js_later: Vec::new(),
             bounded: 0,
             next_id: 0,
             topics: HashMap::new(),
@@ -193,7 +212,12 @@ impl Link {
         };
         // A JetStream request's timeout may come before the next sweep, as
         // may a bounded request's.
-        let js = self.js_awaited.values().map(|js| js.deadline_ms).min();
+        let js = self
+            .js_awaited
+            .values()
+            .chain(&self.js_later)
+            .map(|js| js.deadline_ms)
+            .min();
         let bounded = match self.bounded {
             0 => None,
             _ => self
@@ -223,6 +247,7 @@ impl Link {
     /// JetStream requests past their timeout.
     pub(crate) fn tick(&mut self, registry: &Registry, now_ms: u64) {
         self.expire_js(now_ms);
+        self.resend_js(now_ms);
         self.expire_bounded(now_ms);
         let interval = self.cluster.config().ping_interval.as_millis() as u64;
         let stale = match &mut self.conn {
@@ -277,7 +302,7 @@ impl Link {
     }
 
     /// Tells each JetStream request past its timeout that its answer is
-    /// lost.
+    /// lost, or sends it again when it is idempotent and has time left.
     fn expire_js(&mut self, now_ms: u64) {
         if self.js_awaited.is_empty() {
             return;
@@ -289,9 +314,28 @@ impl Link {
             .map(|(&id, _)| id)
             .collect();
         for id in expired {
-            if let Some(js) = self.js_awaited.remove(&id) {
-                (js.done)(Err(JsFailure::Lost));
+            let Some(js) = self.js_awaited.remove(&id) else {
+                continue;
+            };
+            match js.request.retry == JsRetry::Idempotent && now_ms < js.until_ms {
+                true => self.send_js(js, now_ms),
+                false => (js.request.done)(Err(JsFailure::Lost)),
             }
+        }
+    }
+
+    /// Sends again the requests answered "no responders" whose pause is
+    /// over.
+    fn resend_js(&mut self, now_ms: u64) {
+        if self.js_later.is_empty() {
+            return;
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.js_later)
+            .into_iter()
+            .partition(|js| js.deadline_ms <= now_ms);
+        self.js_later = later;
+        for js in due {
+            self.send_js(js, now_ms);
         }
     }
 
@@ -372,7 +416,10 @@ impl Link {
                 .send(Outcome::Answered(refusal_response(&lost)));
         }
         for (_, js) in self.js_awaited.drain() {
-            (js.done)(Err(JsFailure::Lost));
+            (js.request.done)(Err(JsFailure::Lost));
+        }
+        for js in self.js_later.drain(..) {
+            (js.request.done)(Err(JsFailure::NoResponders));
         }
         let url = self.cluster.config().servers[server].clone();
         self.fail(now_ms, &url, &reason);
@@ -513,7 +560,7 @@ impl Link {
                 },
             };
             up.session.heard(now_ms);
-            self.handle_events(context)?;
+            self.handle_events(now_ms, context)?;
             if ended {
                 return Err("the server closed the connection".into());
             }
@@ -525,7 +572,7 @@ impl Link {
     }
 
     /// Handles what the session has whole.
-    fn handle_events(&mut self, context: &RunContext<'_>) -> Result<(), String> {
+    fn handle_events(&mut self, now_ms: u64, context: &RunContext<'_>) -> Result<(), String> {
         loop {
             let Conn::Up(up) = &mut self.conn else {
                 return Ok(());
@@ -538,7 +585,7 @@ impl Link {
             match event {
                 NatsEvent::Info(info) => self.greet(&info)?,
                 NatsEvent::Ready => self.set_ready(true),
-                NatsEvent::Msg(msg) => self.dispatch(msg, context),
+                NatsEvent::Msg(msg) => self.dispatch(msg, now_ms, context),
                 NatsEvent::ServerError(text) => {
                     static ERRORS: WarnLimiter = WarnLimiter::new();
                     if ERRORS.admit().is_some() {
@@ -630,13 +677,13 @@ impl Link {
     }
 
     /// Hands on one message from NATS.
-    fn dispatch(&mut self, msg: Msg, context: &RunContext<'_>) {
+    fn dispatch(&mut self, msg: Msg, now_ms: u64, context: &RunContext<'_>) {
         let metrics = Arc::clone(self.cluster.metrics());
         let size = msg.headers.len() + msg.payload.len();
         if let Some(id) = msg.subject.strip_prefix(&self.answer_prefix[..]) {
             metrics.received(Carried::Answer, size);
             return match std::str::from_utf8(id).ok().and_then(|id| id.parse().ok()) {
-                Some(id) => self.answered(id, msg),
+                Some(id) => self.answered(id, msg, now_ms),
                 None => metrics.dropped(Dropped::Unasked),
             };
         }
@@ -721,16 +768,28 @@ impl Link {
     }
 
     /// The answer to request `id` came.
-    fn answered(&mut self, id: u64, msg: Msg) {
+    fn answered(&mut self, id: u64, msg: Msg, now_ms: u64) {
         let metrics = Arc::clone(self.cluster.metrics());
         let status = HeaderBlock::parse(&msg.headers)
             .ok()
             .and_then(|block| block.status);
-        if let Some(js) = self.js_awaited.remove(&id) {
-            return (js.done)(match status {
-                Some(503) => Err(JsFailure::NoResponders),
-                _ => Ok(msg),
-            });
+        if let Some(mut js) = self.js_awaited.remove(&id) {
+            if status != Some(503) {
+                return (js.request.done)(Ok(msg));
+            }
+            if js.request.retry != JsRetry::Unheard {
+                return (js.request.done)(Err(JsFailure::NoResponders));
+            }
+            // Nobody behind the subject yet: nothing was done, and a
+            // stream just made or without a leader gets one soon.
+            let pause = (JS_FIRST_PAUSE_MS << js.tries.min(8)).min(JS_MAX_PAUSE_MS);
+            return match now_ms + pause < js.until_ms {
+                true => {
+                    js.deadline_ms = now_ms + pause;
+                    self.js_later.push(js);
+                }
+                false => (js.request.done)(Err(JsFailure::NoResponders)),
+            };
         }
         let Some(awaited) = self.awaited.remove(&id) else {
             return metrics.dropped(Dropped::Late);
@@ -897,37 +956,52 @@ impl Link {
                 }
             }
             Outbound::Js(request) => {
-                self.next_id += 1;
-                let id = self.next_id;
-                let mut reply = BytesMut::from(&self.answer_prefix[..]);
-                proto::put_number(&mut reply, id);
-                let out = up.session.output();
-                match request.headers.is_empty() {
-                    true => proto::write_pub(
-                        out,
-                        request.subject.as_bytes(),
-                        Some(&reply),
-                        &request.payload,
-                    ),
-                    false => proto::write_hpub(
-                        out,
-                        request.subject.as_bytes(),
-                        Some(&reply),
-                        &request.headers,
-                        &request.payload,
-                    ),
-                }
-                let deadline_ms = now_ms + request.timeout.as_millis() as u64;
-                self.js_awaited.insert(
-                    id,
-                    JsAwaited {
-                        done: request.done,
-                        deadline_ms,
-                    },
-                );
+                let until_ms = now_ms + request.timeout.as_millis() as u64;
+                let js = JsAwaited {
+                    request,
+                    deadline_ms: until_ms,
+                    until_ms,
+                    tries: 0,
+                };
+                self.send_js(js, now_ms);
             }
             Outbound::Topic { .. } => {}
         }
+    }
+
+    /// Sends (a try of) a JetStream request, or tells it why it cannot go.
+    fn send_js(&mut self, mut js: JsAwaited, now_ms: u64) {
+        let up = match &mut self.conn {
+            Conn::Up(up) if up.session.phase() == Phase::Ready => up,
+            _ => return (js.request.done)(Err(JsFailure::Refused(SendError::Unreachable))),
+        };
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut reply = BytesMut::from(&self.answer_prefix[..]);
+        proto::put_number(&mut reply, id);
+        let out = up.session.output();
+        let request = &js.request;
+        match request.headers.is_empty() {
+            true => proto::write_pub(
+                out,
+                request.subject.as_bytes(),
+                Some(&reply),
+                &request.payload,
+            ),
+            false => proto::write_hpub(
+                out,
+                request.subject.as_bytes(),
+                Some(&reply),
+                &request.headers,
+                &request.payload,
+            ),
+        }
+        js.deadline_ms = match request.retry {
+            JsRetry::Idempotent => (now_ms + (JS_FIRST_TRY_MS << js.tries.min(8))).min(js.until_ms),
+            JsRetry::Unheard | JsRetry::Never => js.until_ms,
+        };
+        js.tries += 1;
+        self.js_awaited.insert(id, js);
     }
 
     /// Subscribes to `topic`, or unsubscribes (now if connected; on every

@@ -69,9 +69,33 @@ pub(crate) struct JsRequest {
     /// A header block, or empty.
     pub(crate) headers: Bytes,
     pub(crate) payload: Bytes,
-    /// How long its answer is awaited.
+    /// How long its answer is awaited, over every try.
     pub(crate) timeout: Duration,
+    /// Whether it is sent again, and when.
+    pub(crate) retry: JsRetry,
     pub(crate) done: JsDone,
+}
+
+/// When a JetStream request is sent again within its timeout.
+///
+/// A stream that was just made, or whose leader just went away, has no
+/// one behind it for a moment: a publish to its subjects is answered "no
+/// responders", and an API request about it goes unanswered until a
+/// leader is elected (about a second). Neither is the store failing.
+/// (An API request answered "no responders" is: JetStream is not
+/// enabled.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JsRetry {
+    /// Never again: an API request that, done twice, could undo what
+    /// someone did in between (a purge).
+    Never,
+    /// Again after "no responders", never after silence (it may have
+    /// been done): a publish to a stream (a write).
+    Unheard,
+    /// Again after a try's silence: an API request that does the same
+    /// however often it is done (a read, a creation with the same
+    /// configuration).
+    Idempotent,
 }
 
 /// Where a JetStream answer goes: the message, or why none came.
@@ -82,7 +106,8 @@ pub(crate) type JsDone = Box<dyn FnOnce(Result<crate::nats::proto::Msg, JsFailur
 pub(crate) enum JsFailure {
     /// It could not be sent (NATS down, too large, too much waiting).
     Refused(SendError),
-    /// Nobody answers its subject: JetStream is not enabled.
+    /// Nobody answers its subject (JetStream is not enabled, or the
+    /// stream has had no leader) for as long as it was tried.
     NoResponders,
     /// No answer within its timeout, or the connection it left on was lost
     /// (it may have been done).

@@ -386,19 +386,30 @@ impl Nats {
 
     /// A raw client: connected, `CONNECT` sent and answered.
     pub fn raw_client(&self) -> RawNats {
-        let stream = TcpStream::connect(self.addr).unwrap();
-        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        self.try_raw_client(IO_TIMEOUT)
+            .expect("a raw client connects to NATS")
+    }
+
+    /// A raw client whose reads wait at most `timeout`, or why there is
+    /// none (the node is down, or did not answer).
+    pub fn try_raw_client(&self, timeout: Duration) -> std::io::Result<RawNats> {
+        let stream = TcpStream::connect_timeout(&self.addr, timeout)?;
+        stream.set_read_timeout(Some(timeout))?;
         let mut client = RawNats {
             stream,
             pending: Vec::new(),
         };
-        let info = client.line();
-        assert!(info.starts_with("INFO "), "{info}");
-        client.send(
+        let info = client.try_line()?;
+        if !info.starts_with("INFO ") {
+            return Err(std::io::Error::other(format!("not an INFO: {info}")));
+        }
+        client.stream.write_all(
             b"CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true}\r\nPING\r\n",
-        );
-        assert_eq!(client.line(), "PONG");
-        client
+        )?;
+        match client.try_line()? {
+            pong if pong == "PONG" => Ok(client),
+            other => Err(std::io::Error::other(format!("not a PONG: {other}"))),
+        }
     }
 }
 
@@ -425,57 +436,85 @@ impl RawNats {
 
     /// The next line, without its CRLF (answering the server's PINGs).
     pub fn line(&mut self) -> String {
+        self.try_line().expect("read a line from NATS")
+    }
+
+    /// The next line, or the error that ended the wait (the read timeout,
+    /// or NATS closing the connection).
+    fn try_line(&mut self) -> std::io::Result<String> {
         loop {
             if let Some(at) = self.pending.windows(2).position(|w| w == b"\r\n") {
                 let line: Vec<u8> = self.pending.drain(..at + 2).collect();
                 let line = String::from_utf8_lossy(&line[..at]).into_owned();
                 if line == "PING" {
-                    self.send(b"PONG\r\n");
+                    self.stream.write_all(b"PONG\r\n")?;
                     continue;
                 }
-                return line;
+                return Ok(line);
             }
-            let mut chunk = [0u8; 4096];
-            let len = self.stream.read(&mut chunk).expect("read from NATS");
-            assert!(len > 0, "NATS closed the connection");
-            self.pending.extend_from_slice(&chunk[..len]);
+            self.fill()?;
+        }
+    }
+
+    /// Reads what comes next into `pending`.
+    fn fill(&mut self) -> std::io::Result<()> {
+        let mut chunk = [0u8; 4096];
+        match self.stream.read(&mut chunk)? {
+            0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+            len => {
+                self.pending.extend_from_slice(&chunk[..len]);
+                Ok(())
+            }
         }
     }
 
     /// Exactly `len` bytes, then the CRLF after them.
     pub fn payload(&mut self, len: usize) -> Vec<u8> {
+        self.try_payload(len).expect("read a payload from NATS")
+    }
+
+    fn try_payload(&mut self, len: usize) -> std::io::Result<Vec<u8>> {
         while self.pending.len() < len + 2 {
-            let mut chunk = [0u8; 4096];
-            let read = self.stream.read(&mut chunk).expect("read from NATS");
-            assert!(read > 0, "NATS closed the connection");
-            self.pending.extend_from_slice(&chunk[..read]);
+            self.fill()?;
         }
         let payload: Vec<u8> = self.pending.drain(..len).collect();
         self.pending.drain(..2);
-        payload
+        Ok(payload)
     }
 
     /// Sends `body` to `subject` and returns the payload of the answer
     /// (subscribed and asked on an inbox of its own).
     pub fn request(&mut self, subject: &str, body: &[u8]) -> Vec<u8> {
-        self.send(b"SUB _upc_test_inbox.* 77\r\n");
-        self.send(format!("PUB {subject} _upc_test_inbox.1 {}\r\n", body.len()).as_bytes());
-        self.send(body);
-        self.send(b"\r\n");
+        self.try_request(subject, body)
+            .expect("an answer from NATS")
+    }
+
+    /// As `request`, or the error that ended the wait: for a node that
+    /// may be restarting, or a JetStream that has no leader yet (whose
+    /// requests go unanswered until the read timeout).
+    pub fn try_request(&mut self, subject: &str, body: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut request = format!(
+            "SUB _upc_test_inbox.* 77\r\nPUB {subject} _upc_test_inbox.1 {}\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        request.extend_from_slice(b"\r\n");
+        self.stream.write_all(&request)?;
         loop {
-            let line = self.line();
+            let line = self.try_line()?;
             let parts: Vec<&str> = line.split(' ').collect();
             match parts.first() {
                 Some(&"MSG") | Some(&"HMSG") => {
                     let len = parts.last().and_then(|n| n.parse().ok()).unwrap_or(0);
-                    let payload = self.payload(len);
-                    self.send(b"UNSUB 77\r\n");
+                    let payload = self.try_payload(len)?;
+                    self.stream.write_all(b"UNSUB 77\r\n")?;
                     // An HMSG's headers come first: the payload follows them.
                     if parts[0] == "HMSG" {
                         let headers: usize = parts[parts.len() - 2].parse().unwrap_or(0);
-                        return payload[headers.min(payload.len())..].to_vec();
+                        return Ok(payload[headers.min(payload.len())..].to_vec());
                     }
-                    return payload;
+                    return Ok(payload);
                 }
                 _ => continue,
             }
