@@ -5,6 +5,9 @@ time, rounds alternating, wrk against:
 
 - ours-remote: node a's `/remote`, an actor route to `hello@b`, an owned actor
   on node b (two server processes, each poller with its own NATS connection);
+- ours-placed: node b's `GET /count`, the binary's placed counter (`counter@*`,
+  `--state jetstream`) held by node a: one forwarding hop to its holder, and a
+  read (no write to JetStream);
 - ours-local-actor: the same actor on the same server, `/hello/actor` (no NATS);
 - ours-io: `/io`, whose upstream is nginx (one worker) answering a 13-byte JSON
   body (`/io` checks that its upstream answers JSON, so the body is JSON of the
@@ -53,7 +56,7 @@ PORTS = {"a": 19010, "b": 19011, "a-metrics": 19012, "b-metrics": 19013, "local"
 PEER_SUBJECT = "bench.hello"
 # As long as `Hello, World!`, and JSON, which /io insists on.
 IO_BODY = '{"msg":"Hi!"}'
-CONFIGS = ("ours-remote", "ours-local-actor", "ours-io", "actix-nats")
+CONFIGS = ("ours-remote", "ours-placed", "ours-local-actor", "ours-io", "actix-nats")
 BASES = ("actix-nats", "ours-io")
 
 READY_TIMEOUT = 30.0
@@ -78,12 +81,13 @@ class Proc:
 
 
 class Config:
-    def __init__(self, name, procs, path, port, nats=False):
+    def __init__(self, name, procs, path, port, nats=False, warm=None):
         self.name = name
         self.procs = procs
         self.path = path
         self.port = port
         self.nats = nats  # leans on nats-server: its CPU goes in the backend column
+        self.warm = warm  # a URL POSTed once before the probes (the placed name's first holder)
 
     @property
     def url(self):
@@ -164,6 +168,13 @@ def plan(args, work):
             procs = [node("b", PORTS["b"], PORTS["b-metrics"]),
                      node("a", PORTS["a"], PORTS["a-metrics"], "--actor-route", "/remote=hello@b")]
             configs.append(Config(name, procs, "/remote", PORTS["a"], nats=True))
+        elif name == "ours-placed":
+            # a takes the name (the POST before the probes); b forwards to it.
+            state = ["--state", "jetstream"]
+            procs = [node("a", PORTS["a"], PORTS["a-metrics"], *state),
+                     node("b", PORTS["b"], PORTS["b-metrics"], *state)]
+            warm = f"http://127.0.0.1:{PORTS['a']}/count"
+            configs.append(Config(name, procs, "/count", PORTS["b"], nats=True, warm=warm))
         elif name == "ours-local-actor":
             procs = [Proc("ours", [ours, "--bind", f"127.0.0.1:{PORTS['local']}", *pollers], port=PORTS["local"])]
             configs.append(Config(name, procs, "/hello/actor", PORTS["local"]))
@@ -310,6 +321,11 @@ def measure(config, args, nats_popen, log_dir, round_no):
             banner = first_log_line(popen.log_path)
             if banner:
                 print(f"   {proc.name}: {banner}", flush=True)
+        if config.warm:
+            request = urllib.request.Request(config.warm, method="POST", data=b"")
+            with urllib.request.urlopen(request, timeout=READY_TIMEOUT) as answer:
+                if answer.status != 200:
+                    raise BenchError(f"{config.name}: POST {config.warm} answered {answer.status}")
         print(f"   GET {config.path}: {probe(config)}", flush=True)
         servers = [popen for proc, popen in started if proc.role == "server"]
         backend = [popen for proc, popen in started if proc.role == "backend"]
@@ -411,7 +427,9 @@ def main(argv):
         with tempfile.TemporaryDirectory(prefix="bench-cluster-") as work:
             configs, ours, peer = plan(args, work)
             build(args, configs, ours, peer)
-            nats = Proc("nats-server", [nats_server_bin(), "-a", "127.0.0.1", "-p", str(NATS_PORT)],
+            # JetStream for ours-placed's leases and state; the others do not use it.
+            nats = Proc("nats-server", [nats_server_bin(), "-a", "127.0.0.1", "-p", str(NATS_PORT),
+                                        "-js", "-sd", os.path.join(work, "jetstream")],
                         role="backend", port=NATS_PORT)
             load_before = load_average()
             print(f"$ {command}")
