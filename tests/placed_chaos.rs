@@ -351,7 +351,13 @@ fn placed_counters_survive_servers_and_nats_nodes_dying_and_pausing() {
         }
         eprintln!(
             "chaos round {round}: {fault:?}{}",
-            if hits_holder { " (the holder)" } else { "" }
+            match hits_holder {
+                true => format!(
+                    " (the holder): answered again after {:?}",
+                    failovers[failovers.len() - 1]
+                ),
+                false => String::new(),
+            }
         );
     }
     std::thread::sleep(Duration::from_millis(500));
