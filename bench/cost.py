@@ -427,7 +427,10 @@ def plan_rows(args, files):
     rows.append(Row("fastwebsockets", "fastwebsockets",
                     lambda load: [os.path.join(ws_peers, "fastwebsockets-echo"), f"127.0.0.1:{fws_port}"],
                     PORTS["fastwebsockets"], ["TOKIO_WORKER_THREADS=1"]))
-    if shutil.which("node"):
+    if shutil.which("node") and args.no_build and not os.path.isdir(os.path.join(NODE_DIR, "node_modules")):
+        print("bench/run --cost: ws is not installed for node (drop --no-build): the node ws row is left out",
+              file=sys.stderr)
+    elif shutil.which("node"):
         node_port = PORTS["node-ws"][0]
         rows.append(Row("node ws", "node-ws",
                         lambda load: ["node", os.path.join(NODE_DIR, "echo.js"), str(node_port), "deflate"],
