@@ -885,19 +885,19 @@ def print_results(args, results, command):
                "(/proc) over the load, per request; calls: `perf stat -e raw_syscalls:sys_enter` over the "
                "same window, per request. WebSocket loads count echoes. ours / this: our median over this "
                "row's (below 1: ours costs less, or calls less, or serves fewer).")
-    tables = [(caption, header, cells)]
+    tables = [(caption, header, cells, 2)]
     if args.mix:
         mix_header, mix_rows = mix_cells(summary, labels)
         tables.append(("System calls per request by call (perf's syscalls:sys_enter_* tracepoints).",
-                       mix_header, mix_rows))
+                       mix_header, mix_rows, 3))
     print()
-    for i, (text, head, rows) in enumerate(tables):
+    for i, (text, head, rows, text_columns) in enumerate(tables):
         if args.markdown and i == 0:
-            print(report(run_facts(REPO_ROOT, command), text, head, rows, text_columns=2))
+            print(report(run_facts(REPO_ROOT, command), text, head, rows, text_columns))
         elif args.markdown:
-            print("\n".join([text, "", *table(head, rows, text_columns=2)]))
+            print("\n".join([text, "", *table(head, rows, text_columns)]))
         else:
             print(f"{text}\n")
-            print_plain(head, rows)
+            print_plain(head, rows, text_columns)
         if i + 1 < len(tables):
             print()
