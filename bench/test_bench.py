@@ -561,5 +561,131 @@ class H2Table(unittest.TestCase):
             self.assertEqual(stop.exception.code, 2)
 
 
+class CostParsing(unittest.TestCase):
+    """bench/run --cost: /proc stat lines, the process tree, perf's CSV, medians and the table."""
+
+    # /proc/PID/stat of nginx's worker, whose name has a space and parentheses.
+    STAT = ("4242 (nginx: worker (x)) S 4241 4241 4241 0 -1 4194624 1209 0 0 0 "
+            "731 1964 0 0 20 0 1 0 12345 11370496 1033 18446744073709551615 1 1 0 0 0 0 0 "
+            "4096 134 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0")
+
+    def test_stat_line(self):
+        from cost import parse_stat
+        self.assertEqual(parse_stat(self.STAT), {"pid": 4242, "ppid": 4241, "utime": 731, "stime": 1964})
+        with self.assertRaises(ValueError):
+            parse_stat("4242 (short) S 1 2")
+
+    def test_process_tree_takes_children_and_theirs(self):
+        from cost import process_tree
+        parents = {1: 0, 10: 1, 11: 10, 12: 10, 13: 11, 20: 1, 21: 20}
+        self.assertEqual(process_tree(10, parents), [10, 11, 12, 13])
+        self.assertEqual(process_tree(21, parents), [21])
+        self.assertEqual(process_tree(99, parents), [99])
+
+    def test_perf_csv(self):
+        from cost import parse_perf, syscall_mix
+        counts = parse_perf(sample("perf-stat.csv"))  # a real perf stat -x, -p run, trimmed
+        self.assertEqual(counts["raw_syscalls:sys_enter"], 2380)
+        self.assertEqual(syscall_mix(counts), {"clock_nanosleep": 794, "openat": 794, "read": 797})
+        self.assertEqual(counts["syscalls:sys_enter_write"], 0)  # <not counted>
+        self.assertIsNone(parse_perf("<not supported>,,raw_syscalls:sys_enter,0,100.00,,\n")
+                          ["raw_syscalls:sys_enter"])
+        self.assertEqual(parse_perf("# started on Sat\n\n"), {})
+
+    def test_cpu_per_request_from_ticks(self):
+        from cost import CLOCK_TICKS, per_request
+        r = per_request((100, 200), (100 + CLOCK_TICKS, 200 + 3 * CLOCK_TICKS), 1_000_000)
+        self.assertAlmostEqual(r["user_us"], 1.0)
+        self.assertAlmostEqual(r["sys_us"], 3.0)
+        self.assertAlmostEqual(r["cpu_us"], 4.0)
+        with self.assertRaises(BenchError):
+            per_request((0, 0), (1, 1), 0)
+
+    def test_median_and_spread(self):
+        from cost import fmt_spread, spread
+        self.assertEqual(spread([7.1, 6.9, None, 7.0, 7.4, 6.8]), (7.0, 6.8, 7.4))
+        self.assertIsNone(spread([None]))
+        self.assertEqual(fmt_spread((7.0, 6.8, 7.4)), "7.00 (6.80-7.40)")
+        self.assertEqual(fmt_spread((2.001, 2.0, 2.004)), "2.00")
+        self.assertEqual(fmt_spread(None), "-")
+
+    def round(self, rps, user, system, calls, mix=None):
+        return {"rps": rps, "user_us": user, "sys_us": system, "cpu_us": user + system, "calls": calls,
+                "mix": mix}
+
+    def test_table_has_ratios_of_ours_over_each_peer(self):
+        from cost import mix_cells, summarize, table_cells
+        results = {"h1": {
+            "ours": [self.round(140000, 0.7, 6.3, 2.8, {"read": 1.0, "write": 1.0, "sched_yield": 0.4}),
+                     self.round(150000, 0.6, 6.4, 2.9, {"read": 1.0, "write": 1.0, "sched_yield": 0.5}),
+                     self.round(145000, 0.65, 6.35, 2.85, {"read": 1.0, "write": 1.0, "sched_yield": 0.3})],
+            "actix-web": [self.round(130000, 1.25, 6.25, 2.1), self.round(130000, 1.25, 6.25, 2.1)],
+        }}
+        header, cells = table_cells(summarize(results), {"h1": "HTTP/1.1 keep-alive"})
+        self.assertEqual(header, ["load", "server", "req/s", "user µs/req", "sys µs/req", "CPU µs/req", "calls/req",
+                                  "ours / this"])
+        self.assertEqual(cells[0], ["HTTP/1.1 keep-alive", "ours", "145000 (140000-150000)", "0.65 (0.60-0.70)",
+                                    "6.35 (6.30-6.40)", "7.00", "2.85 (2.80-2.90)", ""])
+        self.assertEqual(cells[1], ["HTTP/1.1 keep-alive", "actix-web", "130000", "1.25", "6.25", "7.50", "2.10",
+                                    "CPU 0.93x, calls 1.36x, rps 1.12x"])
+        _, mix = mix_cells(summarize(results), {})
+        self.assertEqual(mix, [["h1", "ours", "read 1.00, write 1.00, sched_yield 0.40"]])
+
+    def test_backend_column_only_for_the_remote_call(self):
+        from cost import summarize, table_cells
+        results = {"cluster": {"ours": [dict(self.round(50000, 5, 15, 4), backend_us=9.0)]}}
+        header, cells = table_cells(summarize(results), {})
+        self.assertEqual(header[7], "nats-server µs/req")
+        self.assertEqual(cells[0][7], "9.00")
+
+    def test_ours_rows_and_bad_options(self):
+        from cost import parse_args, parse_ours_row
+        self.assertEqual(parse_ours_row("always=--poller-yield always"), ("always", None, ["--poller-yield", "always"]))
+        self.assertEqual(parse_ours_row("before=/tmp/old/server --pin"), ("before", "/tmp/old/server", ["--pin"]))
+        args = parse_args(["--cost", "--quick", "--loads", "h1,h2c"])
+        self.assertEqual((args.rounds, args.duration), (1, 2))
+        self.assertEqual([load.key for load in args.loads], ["h1", "h2c"])
+        for argv in (["--loads", "h3"], ["--server-cpu", "1", "--load-cpu", "1"], ["--cost-mix", "--no-perf"],
+                     ["--ours-row", "nginx=--pin"], ["--ours-row", "nope"]):
+            with self.assertRaises(SystemExit) as stop, redirect_stdout(io.StringIO()), \
+                    mock.patch("sys.stderr", io.StringIO()):
+                parse_args(argv)
+            self.assertEqual(stop.exception.code, 2)
+
+    def test_rows_each_load_runs(self):
+        from cost import LOADS, Row, rows_for
+        rows = [Row(name, kind, None, (1, 2)) for name, kind in (
+            ("ours", "ours"), ("before", "ours"), ("actix-web", "actix"), ("nginx", "nginx"),
+            ("limit probe", "probe"), ("fastwebsockets", "fastwebsockets"))]
+        by_key = {load.key: [r.name for r in rows_for(load, rows)] for load in LOADS}
+        self.assertEqual(by_key["h1"], ["ours", "before", "actix-web", "nginx", "limit probe"])
+        self.assertEqual(by_key["json"], ["ours", "before", "actix-web"])
+        self.assertEqual(by_key["ws-32"], ["ours", "before", "fastwebsockets"])
+        self.assertEqual(by_key["cluster"], ["ours", "actix-web"])
+
+    def test_process_tree_cpu_from_proc(self):
+        from cost import cpu_ticks, tree_of
+        # A leader that waits, and a child of it that burns CPU.
+        burn = ("import time; t = time.process_time(); exec('while time.process_time() - t < 0.3: pass'); "
+                "time.sleep(30)")
+        leader = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time; "
+                                   f"subprocess.run([sys.executable, '-c', {burn!r}]); time.sleep(30)"],
+                                  start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            while len(tree_of(leader.pid)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            pids = tree_of(leader.pid)
+            self.assertEqual(len(pids), 2)
+            while sum(cpu_ticks(pids)[0]) < 0.25 * os.sysconf("SC_CLK_TCK") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            (user, system), threads = cpu_ticks(pids)
+            self.assertGreaterEqual(user + system, 0.25 * os.sysconf("SC_CLK_TCK"))
+            self.assertEqual(set(threads) >= set(pids), True)
+        finally:
+            os.killpg(leader.pid, signal.SIGKILL)
+            leader.wait()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -70,6 +70,9 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
 const EVENTS_CAPACITY: usize = 1024;
 
 mod accept;
+mod yielding;
+
+use yielding::YieldGauge;
 
 pub(crate) struct Poller {
     poll: Poll,
@@ -103,6 +106,8 @@ pub(crate) struct Poller {
     quic: Option<QuicEndpoint>,
     /// Datagrams other pollers handed to this one.
     quic_handoff: Option<Arc<QuicHandoff>>,
+    /// Whether its yields after busy rounds give the core away.
+    yields: YieldGauge,
 }
 
 impl Poller {
@@ -136,6 +141,7 @@ impl Poller {
             link: None,
             quic: None,
             quic_handoff: None,
+            yields: YieldGauge::default(),
         })
     }
 
@@ -437,23 +443,26 @@ impl Poller {
     /// changes; or for one round after an actor here sent into the uppercut
     /// system, where the message needs a worker to run on.
     ///
-    /// After a round that found work the poller yields its core once and
-    /// looks again without waiting, before it blocks: where clients share
-    /// the cores (or the box runs other work), the clients just answered
-    /// often send their next requests meanwhile, and finding them costs a
-    /// poll where blocking would cost a sleep and a wake-up. On a core
-    /// nothing else wants, the yield returns at once.
+    /// After a round that found work the poller yields its core once
+    /// before it polls again: where clients share the cores (or the box
+    /// runs other work), the clients just answered often send their next
+    /// requests meanwhile, and finding them costs a poll where blocking
+    /// would cost a sleep and a wake-up. On a core nothing else wants, the
+    /// yield returns at once and is a system call for nothing, so the
+    /// poller yields only as often as its yields find someone to give the
+    /// core to (`yielding`). Either way the next poll is one `epoll_wait`,
+    /// which returns at once when events wait and blocks when none do.
     fn run_until_idle(&mut self, sender: &mut dyn AnySender) {
         let slice_end = Instant::now() + SLICE;
         let phase = self.shared.phase();
         let mut found = false;
         loop {
-            found = if found {
+            if found && self.yields.should_yield() {
+                let began = Instant::now();
                 thread::yield_now();
-                self.poll_once(false, sender) || self.poll_once(true, sender)
-            } else {
-                self.poll_once(true, sender)
-            };
+                self.yields.yielded(began.elapsed());
+            }
+            found = self.poll_once(true, sender);
             if !found
                 || self.shared.port().take_lend()
                 || Instant::now() >= slice_end
