@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,6 +49,7 @@ PORT = 19310
 NATS_PORT = 14322
 CONFIGS = ("ours-memory", "ours-dir", "redb-peer", "ours-jetstream", "kv-peer")
 POST_LUA = 'wrk.method = "POST"\n'
+READY = 10.0
 
 
 class Server:
@@ -114,9 +116,18 @@ def start_nats(args, scratch):
 
 
 def post(url):
-    request = urllib.request.Request(url, method="POST", data=b"")
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return answer.status, answer.read().decode()
+    """The first POST's answer; a 503 (NATS not yet connected, a bucket being
+    made) counted nothing, and is asked again for up to READY seconds."""
+    deadline = time.monotonic() + READY
+    while True:
+        request = urllib.request.Request(url, method="POST", data=b"")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or time.monotonic() > deadline:
+                return e.code, e.read().decode()
+        time.sleep(0.05)
 
 
 def fresh(scratch):
