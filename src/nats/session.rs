@@ -232,7 +232,13 @@ mod tests {
         // The server's PING is answered; its PONG makes the session ready.
         assert_eq!(feed(&mut session, b"NG\r\nPONG\r\n"), vec![Event::Ready]);
         assert_eq!(&session.output()[..], b"PONG\r\n");
-        // Past max_payload is not the protocol.
+        // A message exactly at max_payload is; one byte past it is not.
+        let at = format!("MSG x 1 64\r\n{}\r\n", "m".repeat(64));
+        let events = feed(&mut session, at.as_bytes());
+        assert!(
+            matches!(&events[..], [Event::Msg(msg)] if msg.payload.len() == 64),
+            "{events:?}"
+        );
         session.input().extend_from_slice(b"MSG x 1 65\r\n");
         assert!(matches!(
             session.poll_event(),
