@@ -3,7 +3,15 @@
 # an operator swapped, a condition negated) is built and tested; a mutant the
 # tests still pass with is a survivor, a change to the code no test notices.
 #
-# usage: scripts/mutants.sh [--iterate] [--list] [SRC_FILE ...]
+# usage: scripts/mutants.sh [--iterate] [--list] [--shard K/N] [SRC_FILE ...]
+#        scripts/mutants.sh --in-diff [BASE] [--shard K/N] [--list]
+#
+# --in-diff mutates only the lines a branch changed: the diff of src/ from
+# where it left BASE (default main) to HEAD (`git diff BASE...HEAD`), each
+# touched file tested with its own test files (tests_for). Run it on every
+# change before it lands (docs/contributing.md). --shard K/N (0 <= K < N)
+# passes through to cargo mutants: each group runs its K-th of N parts, so
+# N machines or N evenings share one run.
 #
 # With no files, the modules least affected by the runtime rewrite (HTTP
 # framing, chunked bodies, request and target parsing, the static and
@@ -89,6 +97,15 @@ tests_for() {
     src/ws/* | src/websocket/* | src/runtime/connection/websocket.rs)
         echo "--lib --test websocket --test websocket_deflate --test integrity"
         ;;
+    src/cluster/* | src/nats/* | src/actors/placed.rs | src/actors/remote.rs)
+        echo "--lib --test cluster --test placed"
+        ;;
+    src/http2/*) echo "--lib --test http2 --test http2_limits" ;;
+    src/h3/* | src/http3/*) echo "--lib --test http3" ;;
+    src/observe/*) echo "--lib --test metrics" ;;
+    src/routes/cors.rs | src/routes/middleware.rs | src/routes/https_redirect.rs)
+        echo "--lib --test middleware"
+        ;;
     *) echo "--lib" ;;
     esac
 }
@@ -96,18 +113,68 @@ tests_for() {
 iterate=()
 list=false
 files=()
-for arg in "$@"; do
-    case "$arg" in
+shard=()
+in_diff=false
+base=main
+while (($# > 0)); do
+    case "$1" in
     --iterate) iterate=(--iterate) ;;
     --list) list=true ;;
+    --shard)
+        if (($# < 2)) || ! [[ "$2" =~ ^[0-9]+/[0-9]+$ ]]; then
+            echo "scripts/mutants.sh: --shard wants K/N, e.g. 0/4" >&2
+            exit 2
+        fi
+        shard=(--shard "$2")
+        shift
+        ;;
+    --in-diff)
+        in_diff=true
+        # An optional BASE: the next word, when it is not an option.
+        if (($# > 1)) && [[ "$2" != -* ]]; then
+            base=$2
+            shift
+        fi
+        ;;
     -*)
-        echo "scripts/mutants.sh: unknown option $arg" >&2
+        echo "scripts/mutants.sh: unknown option $1" >&2
         exit 2
         ;;
-    *) files+=("$arg") ;;
+    *) files+=("$1") ;;
     esac
+    shift
 done
-if ((${#files[@]} == 0)); then
+
+out=target/mutants
+mkdir -p "$out"
+diff_args=()
+prefix=""
+if [ "$in_diff" = true ]; then
+    prefix=diff-
+    if ((${#files[@]} > 0)); then
+        echo "scripts/mutants.sh: --in-diff takes its files from the diff" >&2
+        exit 2
+    fi
+    if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
+        echo "scripts/mutants.sh: no such commit: $base" >&2
+        exit 2
+    fi
+    patch="$(pwd)/$out/in-diff.patch"
+    git diff "$base...HEAD" -- src >"$patch"
+    # The Rust files the branch changed and still has (a deleted file has
+    # nothing left to mutate).
+    while IFS= read -r file; do
+        if [[ "$file" == *.rs ]] && [ -f "$file" ]; then
+            files+=("$file")
+        fi
+    done < <(git diff --name-only "$base...HEAD" -- src)
+    if ((${#files[@]} == 0)); then
+        echo "scripts/mutants.sh: no Rust file under src/ changed since $base"
+        exit 0
+    fi
+    diff_args=(--in-diff "$patch")
+    echo "scripts/mutants.sh: the diff from $base: ${files[*]}"
+elif ((${#files[@]} == 0)); then
     files=("${defaults[@]}")
     if [ "${MUTANTS_LATER:-}" = 1 ]; then
         files+=("${later[@]}")
@@ -132,8 +199,6 @@ for file in "${files[@]}"; do
     group_files[$key]+=" $file"
 done
 
-out=target/mutants
-mkdir -p "$out"
 survivors="$out/survivors.txt"
 if [ "$list" = false ]; then
     : >"$survivors"
@@ -149,19 +214,20 @@ for key in "${groups[@]}"; do
     done
     if [ "$list" = true ]; then
         echo "# cargo test ${test_args[*]}"
-        cargo mutants --list "${file_args[@]}"
+        cargo mutants --list "${diff_args[@]}" "${shard[@]}" "${file_args[@]}"
         continue
     fi
     # Named by its tests, so a later run of the same group (--iterate)
     # finds it whatever else that run includes.
-    dir="$out/$(echo "$key" | sed -e 's/--test //g' -e 's/--//g' -e 's/ /-/g')"
+    # A diff's run has its own directories: a full run's results stay.
+    dir="$out/$prefix$(echo "$key" | sed -e 's/--test //g' -e 's/--//g' -e 's/ /-/g')"
     echo "scripts/mutants.sh: group $index:${group_files[$key]} -- cargo test $key"
     echo "scripts/mutants.sh: started $(date -u +%FT%TZ)"
     # cargo-mutants exits 2 when mutants were missed, 3 on timeouts: both are
     # results here, not failures of the run.
     status=0
     cargo mutants --jobs 1 --copy-target=true --output "$dir" "${iterate[@]}" \
-        "${file_args[@]}" -- "${test_args[@]}" || status=$?
+        "${diff_args[@]}" "${shard[@]}" "${file_args[@]}" -- "${test_args[@]}" || status=$?
     if ((status != 0 && status != 2 && status != 3)); then
         echo "scripts/mutants.sh: cargo mutants failed (exit $status)" >&2
         exit "$status"

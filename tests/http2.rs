@@ -333,7 +333,6 @@ fn off_means_http11_only(dispatch: Dispatch) {
     offer.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let client = common::tls::connect(tls.local_addr(), &Arc::new(offer));
     assert_eq!(client.stream.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
-    let _ = Duration::ZERO;
 }
 
 in_both_modes!(

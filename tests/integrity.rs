@@ -19,7 +19,7 @@ use common::integrity::{
     Transport, Window,
 };
 use common::integrity_ws::{listen, relay_command, text_message, Deliver, Relay, Target, ToFeeder};
-use common::{start_with, wait_for_open};
+use common::{start_with, wait_for_open, Failures};
 use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::{Dispatch, Message, Outgoing, Routes, WebSocket, WsContext, WsHandle};
 
@@ -39,9 +39,10 @@ enum ToRoom {
 
 /// Relays each message to every member through its handle: the mail of
 /// connections on every poller, sent from whichever thread runs the room.
-#[derive(Default)]
+/// A handle that refuses is reported to the test thread.
 struct Room {
     members: Vec<WsHandle>,
+    failures: Failures,
 }
 
 impl AnyActor for Room {
@@ -49,12 +50,18 @@ impl AnyActor for Room {
         match envelope.message.downcast::<ToRoom>().map(|m| *m) {
             Ok(ToRoom::Join(member)) => {
                 // Said to the member itself: its client knows it joined.
-                assert!(member.send_text("joined"));
+                if !member.send_text("joined") {
+                    self.failures
+                        .report(format!("the room could not tell {member:?} it joined"));
+                }
                 self.members.push(member);
             }
             Ok(ToRoom::Say(message)) => {
                 for member in &self.members {
-                    assert!(member.send(message.clone()), "{member:?} took the message");
+                    if !member.send(message.clone()) {
+                        self.failures
+                            .report(format!("{member:?} did not take the room's message"));
+                    }
                 }
             }
             Err(_) => {}
@@ -93,8 +100,13 @@ impl WebSocket for Talker {
 fn room_mail_arrives_intact(dispatch: Dispatch, tls: bool) {
     let seed = seed();
     let transport = Transport::new(tls, &format!("room-{}-{tls}", dispatch.name()));
+    let failures = Failures::default();
+    let room = Room {
+        members: Vec::new(),
+        failures: failures.clone(),
+    };
     let routes = Routes::new()
-        .spawn("room", Room::default())
+        .spawn("room", room)
         .websocket("/chat", |_| Member)
         .websocket("/talk", |_| Talker);
     let server = start_with(&transport.config(dispatch), routes);
@@ -104,7 +116,7 @@ fn room_mail_arrives_intact(dispatch: Dispatch, tls: bool) {
         .map(|&pace| {
             let mut member = transport.connect(&server, pace);
             upgrade(&mut member, "/chat");
-            let joined = read_frame(&mut member);
+            let joined = failures.during(|| read_frame(&mut member));
             assert_eq!(joined.payload, b"joined");
             member
         })
@@ -155,11 +167,9 @@ fn room_mail_arrives_intact(dispatch: Dispatch, tls: bool) {
             })
         })
         .collect();
-    let _talkers: Vec<Reader> = speakers.into_iter().map(|t| t.join().unwrap()).collect();
+    let _talkers: Vec<Reader> = speakers.into_iter().map(|t| failures.join(t)).collect();
     for listener in listeners {
-        if let Err(panic) = listener.join() {
-            std::panic::resume_unwind(panic);
-        }
+        failures.join(listener);
     }
 }
 

@@ -269,6 +269,62 @@ fn cors_answers_preflights_and_marks_allowed_origins(dispatch: Dispatch) {
     );
 }
 
+/// With credentials and a list of origins: each listed origin (in any
+/// case) is echoed as it was sent, with `Access-Control-Allow-Credentials`;
+/// an origin not listed, one that only begins as a listed one does, and
+/// `null` get neither (a credentials header beside no origin, or an
+/// origin echoed unlisted, would let any site read a user's answers).
+fn cors_with_credentials_echoes_only_listed_origins(dispatch: Dispatch) {
+    let cors = Cors::origins(&[ORIGIN, "http://localhost:3000"]).allow_credentials();
+    let routes = Routes::new()
+        .route("/mw/hello", hello())
+        .wrap_at("/mw/*", cors);
+    let server = start_with(&config(dispatch), routes);
+    let mut client = Client::connect(server.local_addr());
+    let vary = "Vary: Origin, Access-Control-Request-Method, Access-Control-Request-Headers";
+    let preflight =
+        |origin: &str| format!("Origin: {origin}\r\nAccess-Control-Request-Method: POST\r\n");
+    for origin in ["http://localhost:3000", "https://APP.example"] {
+        let allowed = format!(
+            "HTTP/1.1 204 No Content\r\nServer: uppercut-mio-server\r\n\
+             Access-Control-Allow-Methods: GET, HEAD, POST\r\nDate: {{date}}\r\n\
+             Access-Control-Allow-Origin: {origin}\r\n\
+             Access-Control-Allow-Credentials: true\r\n{vary}\r\n\r\n"
+        );
+        let response = get(&mut client, "OPTIONS", "/mw/hello", &preflight(origin));
+        assert_response(&response, &allowed);
+        let fields = format!(
+            "Access-Control-Allow-Origin: {origin}\r\n\
+             Access-Control-Allow-Credentials: true\r\nVary: Origin\r\n"
+        );
+        let response = get(
+            &mut client,
+            "GET",
+            "/mw/hello",
+            &format!("Origin: {origin}\r\n"),
+        );
+        assert_response(&response, &with_fields(HELLO, &fields));
+    }
+    let refused = format!(
+        "HTTP/1.1 204 No Content\r\nServer: uppercut-mio-server\r\nDate: {{date}}\r\n\
+         {vary}\r\n\r\n"
+    );
+    for origin in ["https://evil.example", "https://app.example.evil", "null"] {
+        let response = get(&mut client, "OPTIONS", "/mw/hello", &preflight(origin));
+        assert_response(&response, &refused);
+        let response = get(
+            &mut client,
+            "GET",
+            "/mw/hello",
+            &format!("Origin: {origin}\r\n"),
+        );
+        assert_response(&response, &with_fields(HELLO, "Vary: Origin\r\n"));
+    }
+    // No Origin: no CORS fields, but the answer varies by it.
+    let response = get(&mut client, "GET", "/mw/hello", "");
+    assert_response(&response, &with_fields(HELLO, "Vary: Origin\r\n"));
+}
+
 fn a_request_id_is_taken_or_made_and_seen_by_the_route(dispatch: Dispatch) {
     let site = site();
     let server = start(dispatch, &site);
@@ -361,6 +417,7 @@ in_both_modes!(
     routes_outside_every_scope_answer_as_without_middleware,
     an_auth_middleware_answers_401_before_the_route,
     cors_answers_preflights_and_marks_allowed_origins,
+    cors_with_credentials_echoes_only_listed_origins,
     a_request_id_is_taken_or_made_and_seen_by_the_route,
     middleware_run_in_order_and_an_early_answer_skips_the_rest,
 );

@@ -132,7 +132,11 @@ fn exits_3_when_the_shutdown_timeout_cuts_requests_short(dispatch: &str) {
         "{log:?}"
     );
     drop(client);
-    let _ = writing.join();
+    // The write may end either way (the server closed the connection
+    // while it was under way), but a panic in the writer is the test's.
+    if let Err(panic) = writing.join() {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 #[test]

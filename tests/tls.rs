@@ -299,13 +299,16 @@ fn old_tls_gets_protocol_version(dispatch: Dispatch) {
         old.send(&client_hello(version, "localhost", &[]));
         assert_eq!(old.rest_until_close(), b"\x15\x03\x01\x00\x02\x02\x46");
     }
-    // In three writes, the first a few bytes of the record header.
+    // In three writes, the first a few bytes of the record header; each
+    // read by the server before the next is sent, so it sees three reads.
     let hello = client_hello(0x0301, "localhost", &[]);
     let mut pieces = Client::connect(server.local_addr());
-    for piece in [&hello[..3], &hello[3..20], &hello[20..]] {
+    pieces.stream.set_nodelay(true).unwrap();
+    for piece in [&hello[..3], &hello[3..20]] {
         pieces.send(piece);
-        std::thread::sleep(Duration::from_millis(50));
+        common::wait_until_server_read(&pieces.stream);
     }
+    pieces.send(&hello[20..]);
     assert_eq!(pieces.rest_until_close(), b"\x15\x03\x01\x00\x02\x02\x46");
     // A legacy version of 1.0 that lists 1.3: rustls answers (a TLS 1.3
     // hello with no key share gets a HelloRetryRequest or an alert of its

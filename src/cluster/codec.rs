@@ -479,6 +479,24 @@ mod tests {
             .is_ok_and(|i| matches!(i, Inbound::Gone)));
     }
 
+    /// A message exactly at `max` (headers and payload) is written whole;
+    /// one byte over, nothing is, and the size says by how much.
+    #[test]
+    fn a_message_exactly_at_max_payload_goes_and_one_byte_more_does_not() {
+        let (mut out, mut scratch) = (BytesMut::new(), BytesMut::new());
+        let payload = Payload::Vec(Bytes::from(vec![7u8; 100]));
+        let size =
+            write_bytes(&mut out, &mut scratch, b"s", &payload, "f", "a", usize::MAX).unwrap();
+        let whole = out.split();
+        assert_eq!(size, 100 + scratch.len());
+        let at = write_bytes(&mut out, &mut scratch, b"s", &payload, "f", "a", size);
+        assert_eq!(at, Ok(size));
+        assert_eq!(out.split(), whole, "the same bytes as with no limit");
+        let over = write_bytes(&mut out, &mut scratch, b"s", &payload, "f", "a", size - 1);
+        assert_eq!(over, Err(size));
+        assert!(out.is_empty());
+    }
+
     #[test]
     fn what_does_not_read_is_malformed() {
         let block = |fields: &str| format!("NATS/1.0\r\n{fields}\r\n");

@@ -71,6 +71,18 @@ const MAX_BACKOFF_MS: u64 = 5_000;
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// How long after its `failures`-th failure in a row (1 for the first) a
+/// link tries again: `FIRST_BACKOFF_MS`, doubled per failure up to
+/// `MAX_BACKOFF_MS`, with jitter from `random` between half and one and a
+/// half of it, so that servers that lost NATS together do not come back
+/// together.
+fn retry_delay_ms(failures: u32, random: u64) -> u64 {
+    let backoff = FIRST_BACKOFF_MS
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(MAX_BACKOFF_MS);
+    backoff / 2 + random % backoff
+}
+
 /// Whether the cluster has said it cannot connect, since it last was
 /// connected (so that a NATS that stays down is reported once, not per
 /// poller and per try).
@@ -379,14 +391,9 @@ impl Link {
             );
         }
         self.failures = self.failures.saturating_add(1);
-        let backoff = FIRST_BACKOFF_MS
-            .saturating_mul(1 << self.failures.min(16))
-            .min(MAX_BACKOFF_MS);
-        // Jitter: between half and one and a half of the backoff, so that
-        // servers that lost NATS together do not come back together.
-        let jitter = self.random() % backoff.max(1);
+        let random = self.random();
         self.conn = Conn::Down {
-            retry_ms: now_ms + backoff / 2 + jitter,
+            retry_ms: now_ms + retry_delay_ms(self.failures, random),
         };
     }
 
@@ -1196,6 +1203,45 @@ impl ReplySink for RemoteAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The times of the tries of a link whose NATS stays down for a
+    /// minute from time 0, each jitter `random(backoff)` picks.
+    fn tries_in_a_minute(random: impl Fn(u64) -> u64) -> Vec<u64> {
+        let (mut now_ms, mut failures, mut tries) = (0, 0, Vec::new());
+        loop {
+            failures += 1;
+            let backoff = (FIRST_BACKOFF_MS << (failures - 1)).min(MAX_BACKOFF_MS);
+            now_ms += retry_delay_ms(failures, random(backoff));
+            if now_ms > 60_000 {
+                return tries;
+            }
+            tries.push(now_ms);
+        }
+    }
+
+    /// A minute of a NATS that stays down, stepped through without
+    /// waiting: the backoff starts at 100 ms and doubles to 5 s, each try
+    /// between half and one and a half of it.
+    #[test]
+    fn a_minute_of_reconnect_backoff() {
+        // Earliest: half of each backoff.
+        let earliest = tries_in_a_minute(|_| 0);
+        assert_eq!(earliest[..8], [50, 150, 350, 750, 1550, 3150, 5650, 8150]);
+        assert_eq!(earliest.len(), 6 + (60_000 - 3150) / 2500);
+        // Latest: just short of one and a half of it.
+        let latest = tries_in_a_minute(|backoff| backoff - 1);
+        assert_eq!(latest[..7], [149, 448, 1047, 2246, 4645, 9444, 16943]);
+        assert_eq!(latest.len(), 6 + (60_000 - 9444) / 7499);
+        // Past the cap the delay stays there, however many failures.
+        for failures in [7, 8, 17, 40, u32::MAX] {
+            assert_eq!(retry_delay_ms(failures, 0), 2_500);
+            assert_eq!(retry_delay_ms(failures, 4_999), 7_499);
+            // The jitter wraps at the backoff: 5000 is 0 again.
+            assert_eq!(retry_delay_ms(failures, 5_000), 2_500);
+        }
+        assert_eq!(retry_delay_ms(1, 99), 149);
+        assert_eq!(retry_delay_ms(1, 100), 50);
+    }
 
     #[test]
     fn subjects_are_told_as_addresses() {

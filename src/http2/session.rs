@@ -707,10 +707,15 @@ impl FrameWatch {
         if self.stopped {
             return Watched::Fine;
         }
-        let refill = (now_ms.saturating_sub(self.at_ms) / 1000) as u32 * FLOOD_PER_SECOND;
-        if refill > 0 {
+        // Whole seconds refill; the part of a second left over counts
+        // towards the next (reads every 1.5 s get 200 a second, not 133).
+        let seconds = now_ms.saturating_sub(self.at_ms) / 1000;
+        if seconds > 0 {
+            let refill = u32::try_from(seconds)
+                .unwrap_or(u32::MAX)
+                .saturating_mul(FLOOD_PER_SECOND);
             self.tokens = self.tokens.saturating_add(refill).min(FLOOD_BURST);
-            self.at_ms = now_ms;
+            self.at_ms += seconds * 1000;
         }
         let start = self.offset;
         let mut rest = input;
@@ -946,6 +951,67 @@ mod tests {
         ];
         frame.resize(9 + len, 7);
         frame
+    }
+
+    /// `count` `PING` frames (not ACKs): control frames the flood
+    /// allowance counts.
+    fn pings(count: u32) -> Vec<u8> {
+        (0..count).flat_map(|_| frame(0x6, 8)).collect()
+    }
+
+    /// A watch past the preface and its burst, spent at time 0.
+    fn spent_watch() -> FrameWatch {
+        let mut watch = FrameWatch::new();
+        assert_eq!(
+            watch.feed(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0),
+            Watched::Fine
+        );
+        assert_eq!(watch.feed(&pings(FLOOD_BURST), 0), Watched::Fine);
+        watch
+    }
+
+    /// Over a minute of a clock the test steps, a client that reads every
+    /// 700 ms and sends all its allowance each time gets exactly 200
+    /// control frames per whole second since it spent its burst, the
+    /// part of a second between reads carried to the next; one frame
+    /// more is a flood.
+    #[test]
+    fn the_flood_allowance_refills_200_a_second_over_a_minute() {
+        let mut watch = spent_watch();
+        let mut sent = 0;
+        for now_ms in (700..=59_500).step_by(700) {
+            let allowed = FLOOD_PER_SECOND * (now_ms / 1000) as u32 - sent;
+            assert_eq!(
+                watch.feed(&pings(allowed), now_ms),
+                Watched::Fine,
+                "at {now_ms} ms"
+            );
+            sent += allowed;
+        }
+        assert_eq!(sent, 59 * FLOOD_PER_SECOND);
+        // At 60 s, 200 more, and not one past them.
+        assert_eq!(watch.feed(&pings(FLOOD_PER_SECOND), 60_000), Watched::Fine);
+        assert_eq!(watch.feed(&pings(1), 60_999), Watched::Flood);
+        // Stopped: nothing more is looked at.
+        assert_eq!(watch.feed(&pings(1), 120_000), Watched::Fine);
+    }
+
+    /// The allowance builds up to the burst and no further: after a quiet
+    /// minute, the burst again and not one frame more; one second short of
+    /// refilling it, 200 fewer.
+    #[test]
+    fn a_quiet_minute_refills_the_burst_and_no_more() {
+        let mut watch = spent_watch();
+        assert_eq!(watch.feed(&pings(FLOOD_BURST), 60_000), Watched::Fine);
+        assert_eq!(watch.feed(&pings(1), 60_000), Watched::Flood);
+        let mut watch = spent_watch();
+        let refilled = FLOOD_BURST / FLOOD_PER_SECOND;
+        let short = u64::from(refilled - 1) * 1000 + 999;
+        assert_eq!(
+            watch.feed(&pings(FLOOD_BURST - FLOOD_PER_SECOND), short),
+            Watched::Fine
+        );
+        assert_eq!(watch.feed(&pings(1), short), Watched::Flood);
     }
 
     /// The end of the last DATA frame with a payload, wherever the output

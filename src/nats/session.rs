@@ -232,12 +232,76 @@ mod tests {
         // The server's PING is answered; its PONG makes the session ready.
         assert_eq!(feed(&mut session, b"NG\r\nPONG\r\n"), vec![Event::Ready]);
         assert_eq!(&session.output()[..], b"PONG\r\n");
-        // Past max_payload is not the protocol.
+        // A message exactly at max_payload is; one byte past it is not.
+        let at = format!("MSG x 1 64\r\n{}\r\n", "m".repeat(64));
+        let events = feed(&mut session, at.as_bytes());
+        assert!(
+            matches!(&events[..], [Event::Msg(msg)] if msg.payload.len() == 64),
+            "{events:?}"
+        );
         session.input().extend_from_slice(b"MSG x 1 65\r\n");
         assert!(matches!(
             session.poll_event(),
             Err(SessionError::Protocol(ProtoError::TooLarge(65)))
         ));
+    }
+
+    /// A session made ready at time 0, its output empty.
+    fn ready() -> Session {
+        let mut session = Session::new(0);
+        feed(&mut session, b"INFO {}\r\n");
+        session.connect("a", &Credentials::default(), false, |_| {});
+        feed(&mut session, b"PONG\r\n");
+        session.output().clear();
+        session
+    }
+
+    /// A minute of a link with nothing to say, the clock stepped a
+    /// millisecond at a time: with a 2 s interval it pings at 2 s, 4 s,
+    /// … 60 s exactly, the server answering each at once; while the
+    /// server is heard from every 1.5 s, never; a server that answers
+    /// nothing is pinged at 2 s and 4 s and stale at 6 s exactly.
+    #[test]
+    fn a_minute_of_keepalive_on_an_idle_link() {
+        let mut session = ready();
+        let mut pinged = Vec::new();
+        for now_ms in 0..=60_000 {
+            assert_eq!(session.keepalive(now_ms, 2_000), Ok(()));
+            if !session.output().is_empty() {
+                assert_eq!(&session.output().split()[..], b"PING\r\n");
+                pinged.push(now_ms);
+                session.heard(now_ms);
+                assert!(feed(&mut session, b"PONG\r\n").is_empty());
+            }
+        }
+        assert_eq!(pinged, (1..=30).map(|n| n * 2_000).collect::<Vec<u64>>());
+
+        let mut session = ready();
+        for now_ms in 0..=60_000 {
+            if now_ms % 1_500 == 0 {
+                session.heard(now_ms);
+            }
+            assert_eq!(session.keepalive(now_ms, 2_000), Ok(()));
+            assert!(session.output().is_empty(), "pinged at {now_ms} ms");
+        }
+
+        let mut session = ready();
+        let mut pinged = Vec::new();
+        let stale = (0..=60_000).find(|&now_ms| match session.keepalive(now_ms, 2_000) {
+            Ok(()) => {
+                if !session.output().is_empty() {
+                    session.output().clear();
+                    pinged.push(now_ms);
+                }
+                false
+            }
+            Err(e) => {
+                assert_eq!(e, SessionError::Stale);
+                true
+            }
+        });
+        assert_eq!(pinged, [2_000, 4_000]);
+        assert_eq!(stale, Some(6_000));
     }
 
     #[test]

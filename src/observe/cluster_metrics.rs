@@ -216,6 +216,28 @@ impl ClusterMetrics {
 mod tests {
     use super::*;
 
+    /// At every bound, a call of exactly the bound is counted in its
+    /// bucket and one a microsecond longer in the next.
+    #[test]
+    fn each_bound_holds_its_own_edge_and_not_past_it() {
+        let metrics = ClusterMetrics::default();
+        for bound in LATENCY_BOUNDS_US {
+            metrics.call(Duration::from_micros(bound));
+            metrics.call(Duration::from_micros(bound + 1));
+        }
+        let (buckets, sum) = metrics.latency();
+        let each: Vec<u64> = (0..LATENCY_BOUNDS_US.len() as u64)
+            .map(|i| 2 * i + 1)
+            .collect();
+        assert_eq!(buckets[..LATENCY_BOUNDS_US.len()], each[..]);
+        assert_eq!(
+            buckets[LATENCY_BOUNDS_US.len()],
+            2 * LATENCY_BOUNDS_US.len() as u64
+        );
+        let bounds: u64 = LATENCY_BOUNDS_US.iter().sum();
+        assert_eq!(sum, 2 * bounds + LATENCY_BOUNDS_US.len() as u64);
+    }
+
     #[test]
     fn latency_buckets_are_cumulative() {
         let metrics = ClusterMetrics::default();

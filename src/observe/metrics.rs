@@ -346,6 +346,26 @@ mod tests {
         assert_eq!(counts.iter().sum::<u64>(), 7);
     }
 
+    /// At every bound, a request of exactly the bound is counted in its
+    /// bucket and one a microsecond longer in the next.
+    #[test]
+    fn each_bound_holds_its_own_edge_and_not_past_it() {
+        let metrics = PollerMetrics::new(true, 1);
+        for bound in LATENCY_BOUNDS_US {
+            metrics.latency(0, Duration::from_micros(bound));
+            metrics.latency(0, Duration::from_micros(bound + 1));
+        }
+        let (buckets, _) = metrics.latencies().next().unwrap();
+        let each: Vec<u64> = (0..LATENCY_BOUNDS_US.len() as u64)
+            .map(|i| 2 * i + 1)
+            .collect();
+        assert_eq!(buckets[..LATENCY_BOUNDS_US.len()], each[..]);
+        assert_eq!(
+            buckets[LATENCY_BOUNDS_US.len()],
+            2 * LATENCY_BOUNDS_US.len() as u64
+        );
+    }
+
     #[test]
     fn a_duration_lands_in_its_bucket_of_its_route() {
         let metrics = PollerMetrics::new(true, 3);

@@ -648,3 +648,43 @@ impl Page {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A histogram as Prometheus reads it: each bound in seconds as `le`,
+    /// the cumulative counts beside them, `+Inf` and `_count` the last,
+    /// the sum in seconds.
+    #[test]
+    fn a_histogram_is_written_with_its_bounds_in_seconds() {
+        let mut page = Page {
+            text: String::new(),
+            name: "t",
+        };
+        page.histogram_of(
+            "a=\"1\"",
+            &[100, 2_500, 1_000_000],
+            &[1, 2, 4, 7],
+            3_000_250,
+        );
+        assert_eq!(
+            page.text,
+            "t_bucket{a=\"1\",le=\"0.0001\"} 1\n\
+             t_bucket{a=\"1\",le=\"0.0025\"} 2\n\
+             t_bucket{a=\"1\",le=\"1\"} 4\n\
+             t_bucket{a=\"1\",le=\"+Inf\"} 7\n\
+             t_sum{a=\"1\"} 3.00025\n\
+             t_count{a=\"1\"} 7\n"
+        );
+        let mut page = Page {
+            text: String::new(),
+            name: "t",
+        };
+        page.histogram_of("", &[250], &[0, 3], 0);
+        assert_eq!(
+            page.text,
+            "t_bucket{le=\"0.00025\"} 0\nt_bucket{le=\"+Inf\"} 3\nt_sum 0\nt_count 3\n"
+        );
+    }
+}

@@ -126,6 +126,28 @@ impl PlacementMetrics {
 mod tests {
     use super::*;
 
+    /// At every bound, a commit of exactly the bound is counted in its
+    /// bucket and one a microsecond longer in the next.
+    #[test]
+    fn each_bound_holds_its_own_edge_and_not_past_it() {
+        let metrics = StateMetrics::default();
+        for bound in COMMIT_BOUNDS_US {
+            metrics.commit(Duration::from_micros(bound));
+            metrics.commit(Duration::from_micros(bound + 1));
+        }
+        let (buckets, sum) = metrics.commit_latency();
+        let each: Vec<u64> = (0..COMMIT_BOUNDS_US.len() as u64)
+            .map(|i| 2 * i + 1)
+            .collect();
+        assert_eq!(buckets[..COMMIT_BOUNDS_US.len()], each[..]);
+        assert_eq!(
+            buckets[COMMIT_BOUNDS_US.len()],
+            2 * COMMIT_BOUNDS_US.len() as u64
+        );
+        let bounds: u64 = COMMIT_BOUNDS_US.iter().sum();
+        assert_eq!(sum, 2 * bounds + COMMIT_BOUNDS_US.len() as u64);
+    }
+
     #[test]
     fn a_duration_on_a_bound_is_in_that_bucket() {
         let metrics = StateMetrics::default();

@@ -273,6 +273,55 @@ pub fn listening_sockets(addr: SocketAddr) -> Vec<u64> {
         .collect()
 }
 
+/// The kernel's `tx_queue:rx_queue` for the IPv4 TCP socket from `local`
+/// to `remote`, from /proc/net/tcp (bytes sent but not yet acknowledged;
+/// bytes received but not yet read by the program holding it).
+fn socket_queues(local: SocketAddr, remote: SocketAddr) -> Option<(u64, u64)> {
+    let hex = |addr: SocketAddr| match addr {
+        SocketAddr::V4(addr) => format!(
+            "{:08X}:{:04X}",
+            u32::from_ne_bytes(addr.ip().octets()),
+            addr.port()
+        ),
+        SocketAddr::V6(_) => panic!("{addr}: IPv4 only"),
+    };
+    let (local, remote) = (hex(local), hex(remote));
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|fields| fields.len() > 4 && fields[1] == local && fields[2] == remote)
+        .and_then(|fields| {
+            let (tx, rx) = fields[4].split_once(':')?;
+            Some((
+                u64::from_str_radix(tx, 16).ok()?,
+                u64::from_str_radix(rx, 16).ok()?,
+            ))
+        })
+}
+
+/// Waits until the server in this process has read everything `client`
+/// has sent: the client's socket has no byte unacknowledged and the
+/// server's end of the connection none unread. A read barrier: what the
+/// client writes next reaches the server in a read of its own.
+pub fn wait_until_server_read(client: &TcpStream) {
+    let (local, peer) = (client.local_addr().unwrap(), client.peer_addr().unwrap());
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
+    loop {
+        let sent = socket_queues(local, peer).map(|(tx, _)| tx);
+        let unread = socket_queues(peer, local).map(|(_, rx)| rx);
+        if sent == Some(0) && unread == Some(0) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not read what was sent: {sent:?} unacknowledged, {unread:?} unread"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Writes `request` `count` times on `client`'s connection from a second
 /// thread (the server stops reading while its output is backed up, so the
 /// writer may block until the test reads); joins to the write's result.
@@ -476,6 +525,59 @@ pub fn say_skipped(why: &str) {
     let test = thread.name().unwrap_or("a test");
     let file = env!("CARGO_CRATE_NAME");
     let _ = writeln!(std::io::stderr(), "SKIPPED: {file}::{test}: {why}");
+}
+
+/// What went wrong off the test thread (in an actor the server runs, in a
+/// helper thread), carried to the test thread: an assertion there would
+/// only show here as a timeout further on. `report` from the actor;
+/// `check` (or `join`) on the test thread fails at once naming the cause.
+#[derive(Clone, Default)]
+pub struct Failures(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Failures {
+    /// Records `what` went wrong.
+    pub fn report(&self, what: impl Into<String>) {
+        let mut failures = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        failures.push(what.into());
+    }
+
+    /// Fails if anything was reported.
+    pub fn check(&self) {
+        // Read under the lock, failed after it: a panic holding it would
+        // poison it for the actor still reporting.
+        let failures = self.0.lock().unwrap().join("; ");
+        if !failures.is_empty() {
+            panic!("off the test thread: {failures}");
+        }
+    }
+
+    /// Runs `step` (a read that would fail on a symptom); if it fails,
+    /// names what was reported meanwhile, the cause, before the symptom.
+    pub fn during<T>(&self, step: impl FnOnce() -> T) -> T {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(step));
+        self.check();
+        match outcome {
+            Ok(value) => value,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    /// Waits for `thread`, failing as soon as anything is reported
+    /// meanwhile; a panic of the thread is raised again here.
+    pub fn join<T>(&self, thread: std::thread::JoinHandle<T>) -> T {
+        while !thread.is_finished() {
+            self.check();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.check();
+        match thread.join() {
+            Ok(value) => value,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
 }
 
 /// Runs the test body once per dispatch mode, as `NAME::local` and `NAME::system`.
