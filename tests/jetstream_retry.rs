@@ -191,6 +191,30 @@ fn a_read_that_goes_unanswered_is_sent_again(dispatch: Dispatch) {
     );
 }
 
+/// A read that is never answered is tried again until its timeout, and
+/// no longer: 503 then, after exactly two tries (at 0 and at 0.5 s; the
+/// second waits the rest of the 1.5 s).
+fn a_read_never_answered_is_503_at_its_timeout(dispatch: Dispatch) {
+    let fake = FakeNats::start(|kind, _| match kind {
+        "get" => Then::Silence,
+        _ => Then::Answer,
+    });
+    let a = node(&fake, dispatch, Duration::from_millis(1500));
+    assert_eq!(
+        exchange(a.local_addr(), "POST", "/count"),
+        (
+            "HTTP/1.1 503 Service Unavailable".to_string(),
+            "503 Service Unavailable: the state of counter is unavailable: the store did not \
+             answer in time\n"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        (fake.seen("create"), fake.seen("get"), fake.seen("put")),
+        (1, 2, 0)
+    );
+}
+
 /// A write answered "no responders" (nobody behind the stream's subject
 /// yet) is sent again, then acknowledged: one count, answered once.
 fn a_write_nobody_heard_is_sent_again(dispatch: Dispatch) {
@@ -247,6 +271,7 @@ fn an_api_request_nobody_heard_is_not_sent_again(dispatch: Dispatch) {
 
 in_both_modes!(
     a_read_that_goes_unanswered_is_sent_again,
+    a_read_never_answered_is_503_at_its_timeout,
     a_write_nobody_heard_is_sent_again,
     a_write_that_goes_unanswered_is_not_sent_again,
     an_api_request_nobody_heard_is_not_sent_again,
