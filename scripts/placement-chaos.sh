@@ -69,5 +69,5 @@ seed_env=()
 status=0
 log=$(env CHAOS_ROUNDS="$ROUNDS" "${seed_env[@]}" \
     cargo test --release --test placed_chaos -- --nocapture 2>&1) || status=1
-grep -E '^chaos|panicked|is lost|twice|backwards|test result' <<<"$log" || true
+grep -E '^chaos|panicked|is lost|twice|backwards|no count|no failover|never answered|nothing was answered|seed|test result' <<<"$log" || true
 exit "$status"
