@@ -48,6 +48,10 @@ const STATUS: &str = "Upc-Status";
 const NODE: &str = "Upc-Node";
 const FIELDS: &str = "Upc-Fields";
 const REQUEST_ID: &str = "Upc-Request-Id";
+/// Present (as `1`) on an answer that is an error with a cause (a
+/// rejection), whose body is the server's text: the answering server gives
+/// it the error body its application chose.
+const ERROR: &str = "Upc-Error";
 
 /// A message that does not read as what it says it is; what was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +142,8 @@ pub(crate) fn write_answer(
     // The payload: Content-Type (if the response has one of its own),
     // the header lines, the body.
     let mut fields = BytesMut::new();
-    if let Some(content_type) = response.content_type {
+    let error = response.cause().is_some();
+    if let Some(content_type) = response.content_type.filter(|_| !error) {
         fields.extend_from_slice(b"Content-Type: ");
         fields.extend_from_slice(content_type.as_bytes());
         fields.extend_from_slice(b"\r\n");
@@ -153,6 +158,9 @@ pub(crate) fn write_answer(
     proto::put_number(&mut number, fields.len() as u64);
     headers.field(FIELDS, &number);
     headers.field(NODE, node.as_bytes());
+    if error {
+        headers.field(ERROR, b"1");
+    }
     headers.end();
     fields.extend_from_slice(&response.body);
     finish(out, reply, None, scratch, &fields, max)
@@ -324,7 +332,21 @@ fn read_answer(block: &HeaderBlock<'_>, payload: Bytes) -> Result<Inbound, Malfo
     let fields = payload.slice(..fields_len);
     check_fields(&fields)?;
     let body = payload.slice(fields_len..);
-    let mut response = ActorResponse::written(status, None, fields, body);
+    let error = block.get(ERROR).is_some_and(|flag| flag == b"1");
+    let mut response = if error {
+        // An error with a cause: its text, which the answering server may
+        // replace with its application's error body, as for a local one.
+        if !fields.is_empty() {
+            return Err(Malformed("Upc-Error"));
+        }
+        let response = ActorResponse::from_error_text(status, body);
+        if response.cause().is_none() {
+            return Err(Malformed("Upc-Error"));
+        }
+        response
+    } else {
+        ActorResponse::written(status, None, fields, body)
+    };
     response.node = node;
     Ok(Inbound::Answer(response))
 }
