@@ -166,6 +166,7 @@ pub use routes::middleware::{Exchange, Fields, Middleware};
 pub use routes::request::Request;
 pub use routes::request_id::RequestId;
 pub use routes::typed::Rejection;
+pub use routes::typed_actor::{read_typed, typed_message, Json, TypedAnswer, TypedMessageError};
 pub use routes::Routes;
 pub use runtime::listeners::raise_open_files_limit;
 pub use runtime::server::{Server, ServerSender};

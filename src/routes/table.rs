@@ -161,7 +161,7 @@ pub struct Routes {
     patterns: Vec<(PathPattern, usize)>,
     /// Route paths refused as they were added (bad patterns, overlaps),
     /// for `Server::start` to report.
-    refused: Vec<String>,
+    pub(crate) refused: Vec<String>,
     /// Prefix routes, longest prefix first.
     prefixes: Vec<(Box<[u8]>, usize)>,
     pub(crate) entries: Vec<Entry>,
@@ -180,6 +180,9 @@ pub struct Routes {
     error_hook: Option<ErrorHook>,
     reply_timeout: Duration,
     pub(crate) spawns: Vec<ActorSpec>,
+    /// The typed actors' routes (`Routes::json_actor`), by address: each an
+    /// `Arc<TypedRoutes<S>>` for its state type `S`.
+    pub(crate) typed: Vec<(String, Arc<dyn std::any::Any + Send + Sync>)>,
     /// Threads for blocking handlers.
     blocking_threads: usize,
     blocking_max_threads: usize,
@@ -223,6 +226,7 @@ impl Routes {
             error_hook: None,
             reply_timeout: REPLY_TIMEOUT,
             spawns: Vec::new(),
+            typed: Vec::new(),
             blocking_threads: BLOCKING_THREADS,
             blocking_max_threads: 512,
             blocking_keep_alive: Duration::from_secs(10),
