@@ -448,14 +448,36 @@ impl Routes {
         self.blocking_keep_alive
     }
 
-    /// Sends requests for `methods` at `path` (exact, or a prefix ending
-    /// `/*`) to the actor the server owns at `address` (given to
-    /// [`Routes::spawn`], [`Routes::spawn_per_poller`] or
-    /// [`Routes::spawn_blocking`]; `Server::start` refuses a route to an
-    /// address nobody spawned), as an [`ActorRequest`](crate::ActorRequest);
-    /// the connection writes its answer, in request order. No answer within
-    /// the reply timeout is a 504; a request the actor drops unanswered (or
-    /// panics on), a 502.
+    /// Sends requests for `methods` at `path` to the actor at `address`,
+    /// as an [`ActorRequest`](crate::ActorRequest); the connection writes
+    /// its answer, in request order. A path is exact (`/count`), a pattern
+    /// with `{name}` segments (`/notes/{id}`, read with
+    /// [`Request::param`] or [`Request::params`]), or a prefix ending `/*`,
+    /// as for every route.
+    ///
+    /// The address is an actor this server owns (given to
+    /// [`Routes::spawn`], [`Routes::spawn_per_poller`],
+    /// [`Routes::spawn_blocking`], [`Routes::spawn_durable`] or a typed
+    /// actor's [`Routes::json_actor`]; `Server::start` refuses a route to
+    /// a local address nobody spawned), or, in a cluster (`--nats`), one on
+    /// another server: `name@node` for the actor `name` that node `node`
+    /// owns, `name@*` for whichever server owns one (or the placed actor
+    /// `name`). A remote actor's answers and rejections come back as a local
+    /// one's, its rejections shaped by this server's [`Routes::error_body`];
+    /// a remote route whose node or NATS is gone answers 503 at once.
+    ///
+    /// No answer within the reply timeout is a 504; a request the actor
+    /// drops unanswered (or panics on), a 502.
+    ///
+    /// ```
+    /// use uppercut_mio_server::{Method, Routes};
+    ///
+    /// let routes = Routes::new()
+    ///     .actor(&[Method::Get, Method::Post], "/notes", "notes")
+    ///     .actor(&[Method::Get], "/notes/{id}", "notes")
+    ///     .actor(&[Method::Get], "/count", "counter@a")
+    ///     .actor(&[Method::Post], "/orders/*", "orders@*");
+    /// ```
     pub fn actor(mut self, methods: &[Method], path: &str, address: &str) -> Routes {
         let target = CallTarget::Address(address.to_string());
         self.insert_call(methods, path, target, self.reply_timeout);
