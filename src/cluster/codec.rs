@@ -10,7 +10,9 @@
 //!   and query, as the request line gives them.
 //! - **An answer** (`Upc-Kind: answer`): the status (`Upc-Status`), the
 //!   node that answered (`Upc-Node`), and the response's header lines
-//!   followed by its body, split at `Upc-Fields`. The lines are checked
+//!   followed by its body, split at `Upc-Fields`; `Upc-Error: 1` marks a
+//!   rejection (the server's text, `CODE REASON: cause`, and no fields),
+//!   whose body the answering server's error hook chooses. The lines are checked
 //!   again on arrival, as a route's own are: a server on the other end is
 //!   trusted no more than a client.
 //! - **Bytes** (`Upc-Kind: vec`, `bytes`, `string`, `ws-text`,
@@ -380,6 +382,7 @@ fn number(digits: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::nats::proto::{parse, ServerOp};
+    use crate::routes::typed::Rejection;
 
     /// What `write` wrote, as the other server reads it.
     fn round_trip(write: impl FnOnce(&mut BytesMut, &mut BytesMut)) -> Result<Inbound, Malformed> {
@@ -453,6 +456,42 @@ mod tests {
         );
         assert_eq!(&got.body[..], b"{\"n\":1}");
         assert_eq!(got.node.as_deref(), Some(&b"b"[..]));
+    }
+
+    #[test]
+    fn a_rejection_arrives_as_an_error_with_its_cause() {
+        let response = ActorResponse::rejection(Rejection::new(404, "no note 7"));
+        let inbound = round_trip(|out, scratch| {
+            write_answer(out, scratch, b"r.1", &response, "b", 1 << 20).unwrap();
+        });
+        let Ok(Inbound::Answer(got)) = inbound else {
+            panic!("{inbound:?}");
+        };
+        assert_eq!(got.status, 404);
+        assert_eq!(got.cause(), Some("no note 7"));
+        assert_eq!(&got.headers[..], b"");
+        assert_eq!(&got.body[..], b"404 Not Found: no note 7\n");
+    }
+
+    #[test]
+    fn an_error_answer_with_fields_or_no_cause_is_malformed() {
+        let read_error = |fields: &[u8], body: &[u8]| {
+            let mut headers = BytesMut::new();
+            let mut writer = HeaderWriter::begin(&mut headers);
+            writer.field(KIND, b"answer");
+            writer.field(STATUS, b"404");
+            writer.field(FIELDS, fields.len().to_string().as_bytes());
+            writer.field(ERROR, b"1");
+            writer.end();
+            let payload = [fields, body].concat();
+            read(&headers, Bytes::from(payload)).err()
+        };
+        assert_eq!(
+            read_error(b"X-A: 1\r\n", b"404 Not Found: x\n"),
+            Some(Malformed("Upc-Error"))
+        );
+        assert_eq!(read_error(b"", b"no cause"), Some(Malformed("Upc-Error")));
+        assert_eq!(read_error(b"", b"404 Not Found: x\n"), None);
     }
 
     #[test]
