@@ -35,7 +35,11 @@ fn main() {
     let routes = Routes::new()
         .actor(&[Method::Get], "/count", "counter")
         .spawn("counter", Counter::default());
-    let server = Server::start(&config, routes).expect("start the server");
+    let server = Server::start(&config, routes).unwrap_or_else(|e| {
+        // Display: the flag, file or address, and what is wrong.
+        eprintln!("actor_route: {e}");
+        std::process::exit(1)
+    });
     println!("listening on http://{}", server.local_addr());
     // Drains on SIGINT or SIGTERM.
     server.run_until_signal();

@@ -62,7 +62,11 @@ fn main() {
         ..Config::default()
     };
     let routes = Routes::new().websocket("/chat", |_request| Member);
-    let server = Server::start(&config, routes).expect("start the server");
+    let server = Server::start(&config, routes).unwrap_or_else(|e| {
+        // Display: the flag, file or address, and what is wrong.
+        eprintln!("chat: {e}");
+        std::process::exit(1)
+    });
     let addr = server.local_addr();
     println!("listening on http://{addr} (the room at ws://{addr}/chat)");
     server.run_until_signal();

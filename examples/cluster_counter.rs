@@ -53,7 +53,11 @@ fn main() {
     if owner {
         routes = routes.spawn("counter", Counter(0));
     }
-    let server = Server::start(&config, routes).expect("start the server");
+    let server = Server::start(&config, routes).unwrap_or_else(|e| {
+        // Display: the flag, file or address, and what is wrong.
+        eprintln!("cluster_counter: {e}");
+        std::process::exit(1)
+    });
     println!(
         "listening on http://{} (GET /count, node {node})",
         server.local_addr()

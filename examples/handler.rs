@@ -54,7 +54,11 @@ fn main() {
         .handler(&[Method::Get], "/greet", greet)
         .handler(&[Method::Get], "/users/{id}", user)
         .handler(&[Method::Get], "/whoami", whoami);
-    let server = Server::start(&config, routes).expect("start the server");
+    let server = Server::start(&config, routes).unwrap_or_else(|e| {
+        // Display: the flag, file or address, and what is wrong.
+        eprintln!("handler: {e}");
+        std::process::exit(1)
+    });
     println!("listening on http://{}", server.local_addr());
     // Drains on SIGINT or SIGTERM.
     server.run_until_signal();

@@ -34,7 +34,11 @@ fn main() {
             ),
         );
 
-    let server = Server::start(&config, routes).expect("start the server");
+    let server = Server::start(&config, routes).unwrap_or_else(|e| {
+        // Display: the flag, file or address, and what is wrong.
+        eprintln!("hello: {e}");
+        std::process::exit(1)
+    });
     println!("listening on http://{}", server.local_addr());
     // Drains on SIGINT or SIGTERM.
     server.run_until_signal();

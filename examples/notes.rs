@@ -106,7 +106,11 @@ fn main() {
         bind: bind.parse().expect("ADDR:PORT"),
         ..Config::default()
     };
-    let server = Server::start(&config, routes()).expect("start the server");
+    let server = Server::start(&config, routes()).unwrap_or_else(|e| {
+        // Display: the flag, file or address, and what is wrong.
+        eprintln!("notes: {e}");
+        std::process::exit(1)
+    });
     println!("listening on http://{}", server.local_addr());
     // Drains on SIGINT or SIGTERM.
     server.run_until_signal();

@@ -46,7 +46,11 @@ fn main() {
         })
         .actor(&[Method::Get], "/slow", "slow")
         .spawn_blocking("slow", SLOW_THREADS, |_| Slow);
-    let server = Server::start(&config, routes).expect("start the server");
+    let server = Server::start(&config, routes).unwrap_or_else(|e| {
+        // Display: the flag, file or address, and what is wrong.
+        eprintln!("slow: {e}");
+        std::process::exit(1)
+    });
     println!("listening on http://{}", server.local_addr());
     // Drains on SIGINT or SIGTERM.
     server.run_until_signal();

@@ -52,7 +52,11 @@ fn main() {
         ..Config::default()
     };
     let routes = Routes::new().websocket("/", |_request| Echo);
-    let server = Server::start(&config, routes).expect("start the server");
+    let server = Server::start(&config, routes).unwrap_or_else(|e| {
+        // Display: the flag, file or address, and what is wrong.
+        eprintln!("ws_echo: {e}");
+        std::process::exit(1)
+    });
     println!("listening on ws://{}/", server.local_addr());
     server.run_until_signal();
 }

@@ -1,5 +1,7 @@
-//! uppercut-mio-server: an HTTP/1.1 server whose event loops (pollers) and
-//! connections are Uppercut actors, on mio.
+//! uppercut-mio-server: an HTTP/1.1, HTTP/2 (over TLS and h2c) and HTTP/3
+//! server with WebSockets, whose event loops (pollers) and connections are
+//! Uppercut actors, on mio; several servers join one actor system through
+//! NATS.
 //!
 //! A [`Routes`] table holds three kinds of route: canned responses built
 //! once at start, handler routes (a function of the [`Request`] writes the
@@ -21,6 +23,11 @@
 //!
 //! Each keeps its uppercut address: other actors reach it there, and
 //! [`Server::send`] from outside the server.
+//!
+//! A typed actor ([`Routes::json_actor`]) is the short form: its routes'
+//! handlers take the actor's state and the typed request, and answer a
+//! status and a serde value or a [`Rejection`]; typed messages
+//! ([`Server::send_typed`], [`typed_message`], [`read_typed`]) reach it too.
 //!
 //! [`Middleware`] runs around the routes of a table ([`Routes::wrap`]) or
 //! of a path ([`Routes::wrap_at`]): its hooks may answer a request early
@@ -166,6 +173,7 @@ pub use routes::middleware::{Exchange, Fields, Middleware};
 pub use routes::request::Request;
 pub use routes::request_id::RequestId;
 pub use routes::typed::Rejection;
+pub use routes::typed_actor::{read_typed, typed_message, Json, TypedAnswer, TypedMessageError};
 pub use routes::Routes;
 pub use runtime::listeners::raise_open_files_limit;
 pub use runtime::server::{Server, ServerSender};

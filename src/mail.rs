@@ -59,6 +59,14 @@ pub enum SendError {
     },
     /// More than the bound waits for NATS already.
     BufferFull,
+    /// A typed message (`Server::send_typed`) that serde could not write
+    /// as JSON.
+    NotSerializable {
+        /// The address it was sent to.
+        to: String,
+        /// What serde said.
+        why: String,
+    },
 }
 
 impl fmt::Display for SendError {
@@ -80,6 +88,9 @@ impl fmt::Display for SendError {
                 )
             }
             SendError::BufferFull => f.write_str("the NATS send buffer is full"),
+            SendError::NotSerializable { to, why } => {
+                write!(f, "the message to {to} is not JSON: {why}")
+            }
         }
     }
 }

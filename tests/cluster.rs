@@ -1344,3 +1344,65 @@ fn one_senders_messages_arrive_in_the_order_sent(dispatch: Dispatch) {
 }
 
 in_both_modes!(one_senders_messages_arrive_in_the_order_sent);
+
+/// Refuses every request with a 404 that has a cause.
+struct Refuser;
+
+impl AnyActor for Refuser {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            let rejection = uppercut_mio_server::Rejection::new(404, "no note 7");
+            request.respond(ActorResponse::rejection(rejection));
+        }
+    }
+}
+
+/// The JSON error body both servers choose.
+fn json_errors(routes: Routes) -> Routes {
+    routes.error_body(|error| {
+        let body = format!(
+            "{{\"error\":\"{} {}: {}\",\"status\":{}}}",
+            error.status(),
+            error.reason(),
+            error.cause().unwrap_or(""),
+            error.status()
+        );
+        ("application/json", body)
+    })
+}
+
+/// A remote actor's rejection is shaped by the answering server's error
+/// hook, byte for byte as the owning server shapes it.
+fn a_remote_rejection_gets_the_answering_servers_error_body(dispatch: Dispatch) {
+    let nats = Nats::start();
+    let b = node(
+        &nats,
+        "b",
+        dispatch,
+        json_errors(Routes::new().spawn("notes", Refuser).actor(
+            &[Method::Get],
+            "/notes/{id}",
+            "notes",
+        )),
+    );
+    let a = node(
+        &nats,
+        "a",
+        dispatch,
+        json_errors(Routes::new().actor(&[Method::Get], "/notes/{id}", "notes@b")),
+    );
+    let body = "{\"error\":\"404 Not Found: no note 7\",\"status\":404}";
+    let expected = format!(
+        "HTTP/1.1 404 Not Found\r\nServer: uppercut-mio-server\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nDate: {{date}}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut owner = Client::connect(b.local_addr());
+    owner.send(get("/notes/7").as_bytes());
+    assert_response(&owner.response(false), &expected);
+    let mut other = Client::connect(a.local_addr());
+    other.send(get("/notes/7").as_bytes());
+    assert_response(&other.response(false), &expected);
+}
+
+in_both_modes!(a_remote_rejection_gets_the_answering_servers_error_body);

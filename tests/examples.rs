@@ -289,3 +289,68 @@ fn the_chat_example_joins_its_room_across_servers() {
     terminate_and_expect_success(a);
     terminate_and_expect_success(b);
 }
+
+/// The notes service on typed actors, across two servers: a note posted
+/// through b is kept by a's actor, and read and refused the same way,
+/// JSON error bodies included, through either.
+#[test]
+fn the_notes_cluster_example_serves_one_set_of_notes_across_servers() {
+    let nats = common::nats::Nats::start();
+    let url = nats.url();
+    let a = start_example_with("notes_cluster", &["--nats", &url, "--node", "a"]);
+    let b = start_example_with("notes_cluster", &["--nats", &url, "--node", "b"]);
+    let fields = "Content-Type: application/json\r\n";
+    // Until b's cluster is up its remote route answers 503.
+    let missing = get_when_ready(b.addr, "/notes/1");
+    let no_note = "{\"status\":404,\"detail\":\"no note 1\"}";
+    assert_response(&missing, &built("404 Not Found", fields, no_note));
+    let mut on_b = Client::connect(b.addr);
+    let body = "{\"text\":\"milk\"}";
+    on_b.send(
+        format!(
+            "POST /notes HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    let note = "{\"id\":1,\"text\":\"milk\"}";
+    assert_response(&on_b.response(false), &built("201 Created", fields, note));
+    let mut on_a = Client::connect(a.addr);
+    assert_response(&get(&mut on_a, "/notes/1"), &built("200 OK", fields, note));
+    let no_note = "{\"status\":404,\"detail\":\"no note 2\"}";
+    assert_response(
+        &get(&mut on_a, "/notes/2"),
+        &built("404 Not Found", fields, no_note),
+    );
+    assert_response(
+        &get(&mut on_b, "/notes/2"),
+        &built("404 Not Found", fields, no_note),
+    );
+    terminate_and_expect_success(b);
+    terminate_and_expect_success(a);
+}
+
+/// A configuration error is one plain sentence on stderr, not `Debug`.
+#[test]
+fn the_notes_cluster_example_prints_a_configuration_error_plainly() {
+    let output = Command::new(example_path("notes_cluster"))
+        .args(["127.0.0.1:0", "--tls-cert", "/nonexistent/cert.pem"])
+        .args([
+            "--tls-key",
+            "/nonexistent/key.pem",
+            "--bind-tls",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("the example runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.starts_with("notes_cluster: ")
+            && stderr.contains("/nonexistent/cert.pem")
+            && !stderr.contains("Custom {")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}

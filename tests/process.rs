@@ -280,3 +280,25 @@ fn a_closed_standard_output_does_not_stop_the_server() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(output.status.success(), "{:?}: {stderr}", output.status);
 }
+
+/// A NATS connection that was serving and drops is logged as lost, not as
+/// a connect that failed.
+#[test]
+fn a_dropped_nats_connection_is_logged_as_lost() {
+    let mut nats = common::nats::Nats::start();
+    let url = nats.url();
+    let args = ["--nats", url.as_str(), "--node", "a"];
+    let mut command = server_command(&args);
+    command.env("RUST_LOG", "info");
+    let server = Running::start_with_log(command);
+    server.wait_for_log("NATS: connected to");
+    nats.kill();
+    let lines = server.log_until("serving local routes");
+    let last = lines.last().expect("a line");
+    assert!(
+        last.contains("NATS: lost the connection to ")
+            && last.ends_with("; serving local routes and reconnecting")
+            && !lines.iter().any(|line| line.contains("cannot connect")),
+        "{lines:?}"
+    );
+}

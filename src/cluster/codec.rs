@@ -10,7 +10,9 @@
 //!   and query, as the request line gives them.
 //! - **An answer** (`Upc-Kind: answer`): the status (`Upc-Status`), the
 //!   node that answered (`Upc-Node`), and the response's header lines
-//!   followed by its body, split at `Upc-Fields`. The lines are checked
+//!   followed by its body, split at `Upc-Fields`; `Upc-Error: 1` marks a
+//!   rejection (the server's text, `CODE REASON: cause`, and no fields),
+//!   whose body the answering server's error hook chooses. The lines are checked
 //!   again on arrival, as a route's own are: a server on the other end is
 //!   trusted no more than a client.
 //! - **Bytes** (`Upc-Kind: vec`, `bytes`, `string`, `ws-text`,
@@ -48,6 +50,10 @@ const STATUS: &str = "Upc-Status";
 const NODE: &str = "Upc-Node";
 const FIELDS: &str = "Upc-Fields";
 const REQUEST_ID: &str = "Upc-Request-Id";
+/// Present (as `1`) on an answer that is an error with a cause (a
+/// rejection), whose body is the server's text: the answering server gives
+/// it the error body its application chose.
+const ERROR: &str = "Upc-Error";
 
 /// A message that does not read as what it says it is; what was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +144,8 @@ pub(crate) fn write_answer(
     // The payload: Content-Type (if the response has one of its own),
     // the header lines, the body.
     let mut fields = BytesMut::new();
-    if let Some(content_type) = response.content_type {
+    let error = response.cause().is_some();
+    if let Some(content_type) = response.content_type.filter(|_| !error) {
         fields.extend_from_slice(b"Content-Type: ");
         fields.extend_from_slice(content_type.as_bytes());
         fields.extend_from_slice(b"\r\n");
@@ -153,6 +160,9 @@ pub(crate) fn write_answer(
     proto::put_number(&mut number, fields.len() as u64);
     headers.field(FIELDS, &number);
     headers.field(NODE, node.as_bytes());
+    if error {
+        headers.field(ERROR, b"1");
+    }
     headers.end();
     fields.extend_from_slice(&response.body);
     finish(out, reply, None, scratch, &fields, max)
@@ -324,7 +334,21 @@ fn read_answer(block: &HeaderBlock<'_>, payload: Bytes) -> Result<Inbound, Malfo
     let fields = payload.slice(..fields_len);
     check_fields(&fields)?;
     let body = payload.slice(fields_len..);
-    let mut response = ActorResponse::written(status, None, fields, body);
+    let error = block.get(ERROR).is_some_and(|flag| flag == b"1");
+    let mut response = if error {
+        // An error with a cause: its text, which the answering server may
+        // replace with its application's error body, as for a local one.
+        if !fields.is_empty() {
+            return Err(Malformed("Upc-Error"));
+        }
+        let response = ActorResponse::from_error_text(status, body);
+        if response.cause().is_none() {
+            return Err(Malformed("Upc-Error"));
+        }
+        response
+    } else {
+        ActorResponse::written(status, None, fields, body)
+    };
     response.node = node;
     Ok(Inbound::Answer(response))
 }
@@ -358,6 +382,7 @@ fn number(digits: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::nats::proto::{parse, ServerOp};
+    use crate::routes::typed::Rejection;
 
     /// What `write` wrote, as the other server reads it.
     fn round_trip(write: impl FnOnce(&mut BytesMut, &mut BytesMut)) -> Result<Inbound, Malformed> {
@@ -431,6 +456,42 @@ mod tests {
         );
         assert_eq!(&got.body[..], b"{\"n\":1}");
         assert_eq!(got.node.as_deref(), Some(&b"b"[..]));
+    }
+
+    #[test]
+    fn a_rejection_arrives_as_an_error_with_its_cause() {
+        let response = ActorResponse::rejection(Rejection::new(404, "no note 7"));
+        let inbound = round_trip(|out, scratch| {
+            write_answer(out, scratch, b"r.1", &response, "b", 1 << 20).unwrap();
+        });
+        let Ok(Inbound::Answer(got)) = inbound else {
+            panic!("{inbound:?}");
+        };
+        assert_eq!(got.status, 404);
+        assert_eq!(got.cause(), Some("no note 7"));
+        assert_eq!(&got.headers[..], b"");
+        assert_eq!(&got.body[..], b"404 Not Found: no note 7\n");
+    }
+
+    #[test]
+    fn an_error_answer_with_fields_or_no_cause_is_malformed() {
+        let read_error = |fields: &[u8], body: &[u8]| {
+            let mut headers = BytesMut::new();
+            let mut writer = HeaderWriter::begin(&mut headers);
+            writer.field(KIND, b"answer");
+            writer.field(STATUS, b"404");
+            writer.field(FIELDS, fields.len().to_string().as_bytes());
+            writer.field(ERROR, b"1");
+            writer.end();
+            let payload = [fields, body].concat();
+            read(&headers, Bytes::from(payload)).err()
+        };
+        assert_eq!(
+            read_error(b"X-A: 1\r\n", b"404 Not Found: x\n"),
+            Some(Malformed("Upc-Error"))
+        );
+        assert_eq!(read_error(b"", b"no cause"), Some(Malformed("Upc-Error")));
+        assert_eq!(read_error(b"", b"404 Not Found: x\n"), None);
     }
 
     #[test]

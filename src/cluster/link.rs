@@ -401,17 +401,17 @@ impl Link {
     /// carried are answered 503, and a new one is made after the backoff.
     fn lose(&mut self, registry: &Registry, now_ms: u64, reason: String) {
         let conn = std::mem::replace(&mut self.conn, Conn::Down { retry_ms: now_ms });
-        let server = match conn {
+        let (server, established) = match conn {
             Conn::Down { .. } => return,
             Conn::Connecting {
                 mut socket, server, ..
             } => {
                 let _ = registry.deregister(&mut socket);
-                server
+                (server, false)
             }
             Conn::Up(mut up) => {
                 let _ = registry.deregister(&mut up.socket);
-                up.server
+                (up.server, up.session.phase() == Phase::Ready)
             }
         };
         self.set_ready(false);
@@ -429,6 +429,13 @@ impl Link {
             (js.request.done)(Err(JsFailure::NoResponders));
         }
         let url = self.cluster.config().servers[server].clone();
+        // A connection that was serving is lost, not refused: say so once
+        // (for every poller), and let the retries report as connects do.
+        if established && !REPORTED_DOWN.swap(true, Ordering::AcqRel) {
+            warn!(
+                "NATS: lost the connection to {url}: {reason}; serving local routes and reconnecting"
+            );
+        }
         self.fail(now_ms, &url, &reason);
     }
 

@@ -115,6 +115,15 @@ impl ActorResponse {
         }
     }
 
+    /// An error's text (`CODE REASON: cause`) that another server sent:
+    /// it reads as one the server made here.
+    pub(crate) fn from_error_text(status: u16, body: Bytes) -> ActorResponse {
+        ActorResponse {
+            error_text: status >= 400,
+            ..ActorResponse::typed(status, TEXT, body)
+        }
+    }
+
     /// The cause of an error the server or a rejection made, read back
     /// from its text.
     pub(crate) fn cause(&self) -> Option<&str> {

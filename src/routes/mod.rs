@@ -19,5 +19,6 @@ pub(crate) mod responses;
 pub(crate) mod spawns;
 pub(crate) mod table;
 pub(crate) mod typed;
+pub(crate) mod typed_actor;
 
 pub use table::Routes;

@@ -161,7 +161,7 @@ pub struct Routes {
     patterns: Vec<(PathPattern, usize)>,
     /// Route paths refused as they were added (bad patterns, overlaps),
     /// for `Server::start` to report.
-    refused: Vec<String>,
+    pub(crate) refused: Vec<String>,
     /// Prefix routes, longest prefix first.
     prefixes: Vec<(Box<[u8]>, usize)>,
     pub(crate) entries: Vec<Entry>,
@@ -180,6 +180,9 @@ pub struct Routes {
     error_hook: Option<ErrorHook>,
     reply_timeout: Duration,
     pub(crate) spawns: Vec<ActorSpec>,
+    /// The typed actors' routes (`Routes::json_actor`), by address: each an
+    /// `Arc<TypedRoutes<S>>` for its state type `S`.
+    pub(crate) typed: Vec<(String, Arc<dyn std::any::Any + Send + Sync>)>,
     /// Threads for blocking handlers.
     blocking_threads: usize,
     blocking_max_threads: usize,
@@ -223,6 +226,7 @@ impl Routes {
             error_hook: None,
             reply_timeout: REPLY_TIMEOUT,
             spawns: Vec::new(),
+            typed: Vec::new(),
             blocking_threads: BLOCKING_THREADS,
             blocking_max_threads: 512,
             blocking_keep_alive: Duration::from_secs(10),
@@ -444,14 +448,36 @@ impl Routes {
         self.blocking_keep_alive
     }
 
-    /// Sends requests for `methods` at `path` (exact, or a prefix ending
-    /// `/*`) to the actor the server owns at `address` (given to
-    /// [`Routes::spawn`], [`Routes::spawn_per_poller`] or
-    /// [`Routes::spawn_blocking`]; `Server::start` refuses a route to an
-    /// address nobody spawned), as an [`ActorRequest`](crate::ActorRequest);
-    /// the connection writes its answer, in request order. No answer within
-    /// the reply timeout is a 504; a request the actor drops unanswered (or
-    /// panics on), a 502.
+    /// Sends requests for `methods` at `path` to the actor at `address`,
+    /// as an [`ActorRequest`](crate::ActorRequest); the connection writes
+    /// its answer, in request order. A path is exact (`/count`), a pattern
+    /// with `{name}` segments (`/notes/{id}`, read with
+    /// [`Request::param`] or [`Request::params`]), or a prefix ending `/*`,
+    /// as for every route.
+    ///
+    /// The address is an actor this server owns (given to
+    /// [`Routes::spawn`], [`Routes::spawn_per_poller`],
+    /// [`Routes::spawn_blocking`], [`Routes::spawn_durable`] or a typed
+    /// actor's [`Routes::json_actor`]; `Server::start` refuses a route to
+    /// a local address nobody spawned), or, in a cluster (`--nats`), one on
+    /// another server: `name@node` for the actor `name` that node `node`
+    /// owns, `name@*` for whichever server owns one (or the placed actor
+    /// `name`). A remote actor's answers and rejections come back as a local
+    /// one's, its rejections shaped by this server's [`Routes::error_body`];
+    /// a remote route whose node or NATS is gone answers 503 at once.
+    ///
+    /// No answer within the reply timeout is a 504; a request the actor
+    /// drops unanswered (or panics on), a 502.
+    ///
+    /// ```
+    /// use uppercut_mio_server::{Method, Routes};
+    ///
+    /// let routes = Routes::new()
+    ///     .actor(&[Method::Get, Method::Post], "/notes", "notes")
+    ///     .actor(&[Method::Get], "/notes/{id}", "notes")
+    ///     .actor(&[Method::Get], "/count", "counter@a")
+    ///     .actor(&[Method::Post], "/orders/*", "orders@*");
+    /// ```
     pub fn actor(mut self, methods: &[Method], path: &str, address: &str) -> Routes {
         let target = CallTarget::Address(address.to_string());
         self.insert_call(methods, path, target, self.reply_timeout);

@@ -103,6 +103,21 @@ impl ServerSender {
         }
     }
 
+    /// As [`Server::send_typed`].
+    pub fn send_typed<T: serde::Serialize + ?Sized>(
+        &self,
+        address: &str,
+        message: &T,
+    ) -> Result<(), SendError> {
+        match crate::routes::typed_actor::typed_message(message) {
+            Ok(envelope) => self.send(address, envelope),
+            Err(e) => Err(SendError::NotSerializable {
+                to: address.to_string(),
+                why: e.to_string(),
+            }),
+        }
+    }
+
     /// As [`Server::publish`].
     pub fn publish<M: Any + Send + fmt::Debug>(
         &self,
@@ -519,6 +534,19 @@ impl Server {
     /// [`Server::sender`] sends the same way from any thread.
     pub fn send(&self, address: &str, envelope: Envelope) -> Result<(), SendError> {
         self.sender().send(address, envelope)
+    }
+
+    /// Sends `message`, a serde value, to the actor at `address` as a typed
+    /// message (JSON bytes, [`typed_message`](crate::typed_message)), which
+    /// crosses servers as bytes do; a typed actor takes it with
+    /// [`Routes::on_typed_message`](crate::Routes::on_typed_message), any
+    /// actor with [`read_typed`](crate::read_typed).
+    pub fn send_typed<T: serde::Serialize + ?Sized>(
+        &self,
+        address: &str,
+        message: &T,
+    ) -> Result<(), SendError> {
+        self.sender().send_typed(address, message)
     }
 
     /// Publishes `message` (bytes, as [`Server::send`] takes them) to
