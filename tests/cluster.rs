@@ -970,6 +970,23 @@ fn a_replaced_key_file_is_read_again_on_reconnect(dispatch: Dispatch) {
     counts_once(&a);
 }
 
+/// Given only the first server of a two-node NATS cluster, a server learns
+/// the second from `connect_urls` in `INFO`; when the first is killed, it
+/// reconnects to the second and calls cross servers again.
+fn a_server_learned_from_info_is_reconnected_to(dispatch: Dispatch) {
+    let mut nodes = Nats::jetstream_cluster(2);
+    let first = nodes[0].cluster("a").servers;
+    let with = |name: &str| Config {
+        cluster: Some(uppercut_mio_server::ClusterConfig::new(first.clone(), name)),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..config(dispatch)
+    };
+    let (a, b) = counter_pair(with);
+    nodes[0].kill();
+    wait_reconnected(&[&a, &b], 1, "through the learned server");
+    counts_once(&a);
+}
+
 fn a_message_past_max_payload_is_refused_at_the_call(dispatch: Dispatch) {
     let nats = Nats::start_with("max_payload: 2048");
     let _b = node(
@@ -1127,6 +1144,7 @@ in_both_modes!(
     refused_credentials_keep_the_server_local_and_say_so,
     nkey_and_creds_join_and_another_key_is_refused,
     a_replaced_key_file_is_read_again_on_reconnect,
+    a_server_learned_from_info_is_reconnected_to,
     a_message_past_max_payload_is_refused_at_the_call,
     tls_to_nats_with_a_private_ca,
     tls_to_nats_with_a_client_certificate,

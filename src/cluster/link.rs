@@ -148,8 +148,12 @@ pub(crate) struct Link {
     cluster: Arc<Cluster>,
     port: Arc<LinkPort>,
     conn: Conn,
-    /// Which server the next connect tries.
+    /// Which server the next connect tries (the configured ones, then
+    /// the learned ones).
     next_server: usize,
+    /// Servers the cluster's `INFO` named (`connect_urls`) that were not
+    /// configured, tried after the configured ones, as NATS clients do.
+    learned: Vec<NatsUrl>,
     /// Connects failed since the last that succeeded.
     failures: u32,
     /// Has been ready at least once.
@@ -194,6 +198,7 @@ impl Link {
             port,
             conn: Conn::Down { retry_ms: 0 },
             next_server: index,
+            learned: Vec::new(),
             failures: 0,
             was_ready: false,
             ready: false,
@@ -353,11 +358,9 @@ impl Link {
 
     /// Starts a connection to the next server.
     fn connect(&mut self, registry: &Registry, now_ms: u64) {
-        let cluster = Arc::clone(&self.cluster);
-        let servers = &cluster.config().servers;
-        let server = self.next_server % servers.len();
+        let server = self.next_server % (self.cluster.config().servers.len() + self.learned.len());
         self.next_server += 1;
-        let url = &servers[server];
+        let url = &self.url(server);
         let addr = match url.authority().to_socket_addrs() {
             Ok(mut addrs) => addrs.next(),
             Err(e) => return self.fail(now_ms, url, &format!("cannot resolve: {e}")),
@@ -378,6 +381,34 @@ impl Link {
             server,
             since_ms: now_ms,
         };
+    }
+
+    /// Server `server`: a configured one, or one learned after them.
+    fn url(&self, server: usize) -> NatsUrl {
+        let servers = &self.cluster.config().servers;
+        match servers.get(server) {
+            Some(url) => url.clone(),
+            None => self.learned[server - servers.len()].clone(),
+        }
+    }
+
+    /// Takes the servers an `INFO` named that are not known yet; they are
+    /// reached with the first configured URL's scheme and credentials.
+    fn learn(&mut self, info: &ServerInfo) {
+        let servers = &self.cluster.config().servers;
+        for advertised in &info.connect_urls {
+            let Ok(mut url) = NatsUrl::parse(advertised) else {
+                continue;
+            };
+            let known = servers.iter().chain(&self.learned);
+            if known.map(NatsUrl::authority).any(|a| a == url.authority()) {
+                continue;
+            }
+            url.tls = servers[0].tls;
+            url.credentials = servers[0].credentials.clone();
+            debug!("NATS (poller {}): learned server {url}", self.index);
+            self.learned.push(url);
+        }
     }
 
     /// A connect failed: try again after the backoff.
@@ -411,6 +442,10 @@ impl Link {
             }
             Conn::Up(mut up) => {
                 let _ = registry.deregister(&mut up.socket);
+                // Later INFOs may have named more servers since it was ready.
+                if let Some(info) = up.session.info() {
+                    self.learn(&info.clone());
+                }
                 (up.server, up.session.phase() == Phase::Ready)
             }
         };
@@ -428,7 +463,7 @@ impl Link {
         for js in self.js_later.drain(..) {
             (js.request.done)(Err(JsFailure::NoResponders));
         }
-        let url = self.cluster.config().servers[server].clone();
+        let url = self.url(server);
         // A connection that was serving is lost, not refused: say so once
         // (for every poller), and let the retries report as connects do.
         if established && !REPORTED_DOWN.swap(true, Ordering::AcqRel) {
@@ -455,9 +490,16 @@ impl Link {
             if links.fetch_add(1, Ordering::AcqRel) == 0 {
                 REPORTED_DOWN.store(false, Ordering::Release);
                 if let Conn::Up(up) = &self.conn {
-                    let url = &self.cluster.config().servers[up.server];
+                    let url = self.url(up.server);
+                    let learned = match up.server >= self.cluster.config().servers.len() {
+                        true => ", a server its cluster named",
+                        false => "",
+                    };
                     let version = up.session.info().map_or("", |i| i.version.as_str());
-                    info!("NATS: connected to {url} (nats-server {version}) as node {node}");
+                    let again = if self.was_ready { "re" } else { "" };
+                    info!(
+                        "NATS: {again}connected to {url}{learned} (nats-server {version}) as node {node}"
+                    );
                 }
             }
             if self.was_ready {
@@ -597,7 +639,10 @@ impl Link {
                 Err(e) => return Err(e.to_string()),
             };
             match event {
-                NatsEvent::Info(info) => self.greet(&info)?,
+                NatsEvent::Info(info) => {
+                    self.learn(&info);
+                    self.greet(&info)?
+                }
                 NatsEvent::Ready => self.set_ready(true),
                 NatsEvent::Msg(msg) => self.dispatch(msg, now_ms, context),
                 NatsEvent::ServerError(text) => {
@@ -622,10 +667,14 @@ impl Link {
         let subscriptions = self.subscriptions();
         let name = format!("{}/{}", self.cluster.config().node, self.index);
         let cluster = Arc::clone(&self.cluster);
+        let url = match &self.conn {
+            Conn::Up(up) => self.url(up.server),
+            _ => return Ok(()),
+        };
+        let url = &url;
         let Conn::Up(up) = &mut self.conn else {
             return Ok(());
         };
-        let url = &cluster.config().servers[up.server];
         let tls = url.tls || info.tls_required;
         if tls {
             let config = cluster

@@ -19,6 +19,9 @@ pub(crate) struct ServerInfo {
     pub(crate) tls_required: bool,
     /// A nonce to sign with an NKEY, when it asks for one.
     pub(crate) nonce: Option<String>,
+    /// The other servers of its cluster that clients may use
+    /// (`host:port`), unless the cluster says `no_advertise`.
+    pub(crate) connect_urls: Vec<String>,
 }
 
 impl ServerInfo {
@@ -43,6 +46,16 @@ impl ServerInfo {
             headers: flag("headers"),
             tls_required: flag("tls_required"),
             nonce: text("nonce"),
+            connect_urls: info
+                .get("connect_urls")
+                .and_then(Value::as_array)
+                .map(|urls| {
+                    urls.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 }
@@ -103,6 +116,10 @@ mod tests {
         assert_eq!(info.max_payload, 2048);
         assert!(info.headers && info.tls_required);
         assert_eq!(info.nonce.as_deref(), Some("abc"));
+        assert!(info.connect_urls.is_empty());
+        let routed =
+            ServerInfo::parse(br#"{"connect_urls":["127.0.0.1:4223",7,"[::1]:4224"]}"#).unwrap();
+        assert_eq!(routed.connect_urls, ["127.0.0.1:4223", "[::1]:4224"]);
         let bare = ServerInfo::parse(b"{}").unwrap();
         assert_eq!(bare.max_payload, DEFAULT_MAX_PAYLOAD);
         assert!(!bare.headers);
