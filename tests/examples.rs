@@ -197,13 +197,13 @@ fn start_example_with(name: &str, args: &[&str]) -> Running {
     Running::start(command)
 }
 
-/// Asks `path` of `addr` until the answer is not a 503 (the example's
-/// cluster is still connecting); that answer.
-fn get_when_ready(addr: SocketAddr, path: &str) -> Vec<u8> {
+/// Sends `request` on `client` until it is answered other than 503 (its
+/// poller's link to NATS is still coming up); that answer.
+fn first_past_503(client: &mut Client, request: &[u8]) -> Vec<u8> {
     let deadline = std::time::Instant::now() + common::IO_TIMEOUT;
     loop {
-        let mut client = Client::connect(addr);
-        let response = get(&mut client, path);
+        client.send(request);
+        let response = client.response(false);
         if !response.starts_with(b"HTTP/1.1 503 ") {
             return response;
         }
@@ -224,11 +224,13 @@ fn the_cluster_counter_example_counts_once_across_servers() {
     let owner = start_example_with("cluster_counter", &[&url, "a", "--owner"]);
     let other = start_example_with("cluster_counter", &[&url, "b"]);
     let fields = "Content-Type: text/plain; charset=utf-8\r\n";
-    // The first answer that is not 503 may come from either: each counts.
-    let first = get_when_ready(other.addr, "/count");
+    // b's connection is served by one of its pollers, each with its own
+    // link to NATS: asked again while that link comes up (a 503 of a
+    // link not up is sent nowhere, so it does not count).
+    let mut other_client = Client::connect(other.addr);
+    let first = first_past_503(&mut other_client, b"GET /count HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_response(&first, &built("200 OK", fields, "1\n"));
     let mut owner_client = Client::connect(owner.addr);
-    let mut other_client = Client::connect(other.addr);
     for n in 2..=5 {
         let client = if n % 2 == 0 {
             &mut owner_client
@@ -297,14 +299,28 @@ fn the_chat_example_joins_its_room_across_servers() {
 fn the_notes_cluster_example_serves_one_set_of_notes_across_servers() {
     let nats = common::nats::Nats::start();
     let url = nats.url();
-    let a = start_example_with("notes_cluster", &["--nats", &url, "--node", "a"]);
-    let b = start_example_with("notes_cluster", &["--nats", &url, "--node", "b"]);
+    let pollers = ["--pollers", "2"];
+    let a = start_example_with(
+        "notes_cluster",
+        &[&["--nats", &url, "--node", "a"], &pollers[..]].concat(),
+    );
+    let b = start_example_with(
+        "notes_cluster",
+        &[&["--nats", &url, "--node", "b"], &pollers[..]].concat(),
+    );
     let fields = "Content-Type: application/json\r\n";
-    // Until b's cluster is up its remote route answers 503.
-    let missing = get_when_ready(b.addr, "/notes/1");
+    // Each poller has its own link to NATS, and a connection's requests
+    // go through its poller's: until every link of both servers is up,
+    // a request on a poller still connecting is answered 503.
+    nats.wait_for_subscribers("upc.a.a.*", 2);
+    nats.wait_for_subscribers("upc.a.b.*", 2);
+    // NATS has seen each link's subscriptions; a poller may not yet have
+    // read NATS's answer to them, so a connection's first request is
+    // asked again on that connection (its poller) while it is a 503.
+    let mut on_b = Client::connect(b.addr);
+    let missing = first_past_503(&mut on_b, b"GET /notes/1 HTTP/1.1\r\nHost: t\r\n\r\n");
     let no_note = "{\"status\":404,\"detail\":\"no note 1\"}";
     assert_response(&missing, &built("404 Not Found", fields, no_note));
-    let mut on_b = Client::connect(b.addr);
     let body = "{\"text\":\"milk\"}";
     on_b.send(
         format!(
@@ -317,7 +333,8 @@ fn the_notes_cluster_example_serves_one_set_of_notes_across_servers() {
     let note = "{\"id\":1,\"text\":\"milk\"}";
     assert_response(&on_b.response(false), &built("201 Created", fields, note));
     let mut on_a = Client::connect(a.addr);
-    assert_response(&get(&mut on_a, "/notes/1"), &built("200 OK", fields, note));
+    let read = first_past_503(&mut on_a, b"GET /notes/1 HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_response(&read, &built("200 OK", fields, note));
     let no_note = "{\"status\":404,\"detail\":\"no note 2\"}";
     assert_response(
         &get(&mut on_a, "/notes/2"),
