@@ -54,7 +54,7 @@ use crate::routes::actor::ActorRequest;
 use crate::routes::actor_response::ActorResponse;
 use crate::routes::reply::{Outcome, ReplySink, ReplyTo};
 use crate::routes::spawns::PlacedFactory;
-use crate::state::lease::{now_ms, Ask, Lease, LeaseTimes};
+use crate::state::lease::{now_ms, Ask, Lease, LeaseTimes, Renewals};
 use crate::state::metrics::{PlacementMetrics, StateMetrics};
 use crate::state::{DurableEnv, StateStore, StoreError, Stored, Wake};
 
@@ -81,6 +81,11 @@ struct Entry {
     used: u64,
     /// The holder before this server took the name, if it knew one.
     was_elsewhere: bool,
+    /// Whether another holder's renewals still land, from the reads.
+    renewals: Renewals,
+    /// When to read the lease again, for messages that wait for a
+    /// stalled holder's lease to run out.
+    reread_at: Option<u64>,
 }
 
 impl Entry {
@@ -94,6 +99,8 @@ impl Entry {
             takes: 0,
             used: now,
             was_elsewhere: false,
+            renewals: Renewals::default(),
+            reread_at: None,
         }
     }
 }
@@ -341,7 +348,22 @@ impl Placed {
             }
             return;
         }
+        let stalled = self
+            .leases
+            .as_ref()
+            .map(|leases| (entry.renewals.stalled(now, leases.times), leases.times));
         match &entry.lease {
+            Lease::Elsewhere { .. }
+                if !entry.waiting.is_empty() && stalled.is_some_and(|s| s.0) =>
+            {
+                // Its holder stopped renewing: what waits is served here
+                // once the lease runs out, not sent to a holder that
+                // cannot answer. Read again soon.
+                entry.was_elsewhere = true;
+                let times = stalled.map_or(LeaseTimes::for_ttl(1), |s| s.1);
+                entry.reread_at = Some(now + Renewals::reread(times));
+                self.tick.notify_all();
+            }
             Lease::Elsewhere { node, .. } => {
                 entry.was_elsewhere = true;
                 for (envelope, forwarded) in entry.waiting.drain(..) {
@@ -498,6 +520,7 @@ impl Placed {
                     }
                     if let Lease::Held { until, .. } = entry.lease {
                         entry.until.store(until, Ordering::Release);
+                        entry.renewals.forget();
                     }
                     self.settle(name, entry, now, &mut actions);
                     self.tick.notify_all();
@@ -588,6 +611,12 @@ impl Placed {
                         };
                         (node, stored.revision)
                     });
+                    match &holder {
+                        Some((node, revision)) if *node != here => {
+                            entry.renewals.saw(*revision, now)
+                        }
+                        _ => entry.renewals.forget(),
+                    }
                     let earlier = holder
                         .as_ref()
                         .is_some_and(|(node, _)| node.ends_with("(an earlier process)"));
@@ -673,6 +702,13 @@ impl Placed {
                 if let Some(ask) = entry.lease.tick(now) {
                     self.ask(&name, entry, ask, &mut actions);
                 }
+                if entry.reread_at.is_some_and(|at| at <= now) {
+                    entry.reread_at = None;
+                    if !entry.reading && !entry.waiting.is_empty() {
+                        entry.reading = true;
+                        actions.push(Action::ReadLease(name.clone()));
+                    }
+                }
                 let idle = now.saturating_sub(entry.used) >= self.idle;
                 if idle && entry.waiting.is_empty() {
                     if entry.cell.is_some() {
@@ -686,7 +722,11 @@ impl Placed {
                         continue;
                     }
                 }
-                let wake = [entry.lease.next_tick(), Some(entry.used + self.idle)];
+                let wake = [
+                    entry.lease.next_tick(),
+                    Some(entry.used + self.idle),
+                    entry.reread_at,
+                ];
                 for at in wake.into_iter().flatten() {
                     next = Some(next.map_or(at, |n| n.min(at)));
                 }
@@ -768,18 +808,23 @@ impl Placement for Placed {
                 )),
                 _ => {
                     let fresh = self.leases.as_ref().map_or(0, |l| l.times.renew);
+                    let stalled = self
+                        .leases
+                        .as_ref()
+                        .is_some_and(|l| entry.renewals.stalled(now, l.times));
                     match &entry.lease {
                         Lease::Elsewhere { node, seen }
-                            if now.saturating_sub(*seen) < fresh && !forwarded =>
+                            if now.saturating_sub(*seen) < fresh && !forwarded && !stalled =>
                         {
                             entry.was_elsewhere = true;
                             let node = node.clone();
                             actions.push(Action::Forward(node, name.to_string(), envelope));
                         }
                         Lease::Elsewhere { .. } => {
-                            // Read again: the holder may have moved.
+                            // Read again: the holder may have moved (or,
+                            // stalled, its lease run out: read when due).
                             entry.waiting.push_back((envelope, forwarded));
-                            if !entry.reading {
+                            if !entry.reading && entry.reread_at.is_none() {
                                 entry.reading = true;
                                 actions.push(Action::ReadLease(name.to_string()));
                             }

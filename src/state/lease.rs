@@ -223,6 +223,48 @@ impl Lease {
     }
 }
 
+/// Whether another server's lease is still being renewed, as this server
+/// sees it from its reads: a revision that has not moved for two renewal
+/// periods is a holder whose renewals do not land (paused, cut off,
+/// dead). Its messages wait for the lease to run out instead of being
+/// forwarded to a holder that cannot answer; past `2 * ttl` of silence
+/// (a store whose expiry lags) they are forwarded again, as the holder
+/// may be there after all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Renewals {
+    /// The holder's revision last read, and when it was first read.
+    seen: Option<(u64, u64)>,
+}
+
+impl Renewals {
+    /// A read found the holder's lease at `revision`.
+    pub(crate) fn saw(&mut self, revision: u64, now: u64) {
+        match self.seen {
+            Some((seen, _)) if seen == revision => {}
+            _ => self.seen = Some((revision, now)),
+        }
+    }
+
+    /// The lease is no other server's (gone, or taken here).
+    pub(crate) fn forget(&mut self) {
+        self.seen = None;
+    }
+
+    /// Whether the holder's renewals have stopped landing: its revision
+    /// unchanged for two renewal periods, but not yet for twice the lease.
+    pub(crate) fn stalled(&self, now: u64, times: LeaseTimes) -> bool {
+        self.seen.is_some_and(|(_, since)| {
+            let still = now.saturating_sub(since);
+            still >= 2 * times.renew && still < 2 * times.ttl
+        })
+    }
+
+    /// How long after a read that found it stalled to read again.
+    pub(crate) fn reread(times: LeaseTimes) -> u64 {
+        (times.renew / 4).max(1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,5 +365,26 @@ mod tests {
         assert_eq!(lease.release(), Some(4));
         assert_eq!(lease, Lease::Released);
         assert!(!lease.can_serve(1));
+    }
+
+    #[test]
+    fn a_holder_whose_revision_stops_moving_is_stalled_after_two_renewals_until_twice_its_lease() {
+        let mut renewals = Renewals::default();
+        assert!(!renewals.stalled(0, TIMES), "nothing read");
+        renewals.saw(3, 100);
+        assert!(!renewals.stalled(1099, TIMES));
+        renewals.saw(3, 900);
+        assert!(renewals.stalled(1100, TIMES), "the same revision since 100");
+        assert!(renewals.stalled(4099, TIMES));
+        assert!(
+            !renewals.stalled(4100, TIMES),
+            "past twice the lease: forwarded again"
+        );
+        renewals.saw(4, 1200);
+        assert!(!renewals.stalled(1300, TIMES), "a renewal landed");
+        assert!(renewals.stalled(2200, TIMES));
+        renewals.forget();
+        assert!(!renewals.stalled(2200, TIMES));
+        assert_eq!(Renewals::reread(TIMES), 125);
     }
 }
