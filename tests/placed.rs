@@ -133,8 +133,35 @@ fn an_idle_name_is_unloaded_and_given_up(dispatch: Dispatch) {
         sample(&a, "uppercut_placement_handovers_total"),
         activations
     );
+    // The gauge drops when a stops serving; the lease is gone once NATS
+    // has taken a's purge. Before that, b would find a's lease, forward
+    // to a, and a would take the name again.
+    wait_lease_gone(&nats, "counter");
     assert_eq!(count(&b, "POST"), ok("3"));
     assert_eq!(sample(&b, ACTIVE), 1);
+}
+
+/// Waits until the lease of `name` is not in JetStream (given up, or run
+/// out), as JetStream itself answers.
+fn wait_lease_gone(nats: &Nats, name: &str) {
+    let body = format!(r#"{{"last_by_subj":"$KV.upc_leases.{name}"}}"#);
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        let answer = nats
+            .raw_client()
+            .request("$JS.API.STREAM.MSG.GET.KV_upc_leases", body.as_bytes());
+        let answer: serde_json::Value = serde_json::from_slice(&answer).expect("JSON");
+        // 10037: no message found.
+        if answer["error"]["err_code"] == 10037 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lease of {name} stays: {answer}"
+        );
+        // A polling interval, not a wait standing in for the condition.
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Each name of a kind from the route's path parameters (`cart/{id}`) is
