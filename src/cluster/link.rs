@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
-use log::{debug, info, warn};
+use log::{debug, error, info, warn};
 use mio::event::Event;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -36,6 +36,7 @@ use uppercut::api::Envelope;
 use crate::actors::context::RunContext;
 use crate::cluster::codec::{self, Inbound};
 use crate::cluster::port::{Admit, JsFailure, JsRequest, JsRetry, LinkPort, Outbound};
+use crate::cluster::presence::{self, Claim, Probe, Verdict};
 use crate::cluster::subjects::{Addressed, PARTITIONS};
 use crate::cluster::{failure, refusal_response, Cluster};
 use crate::log_limit::WarnLimiter;
@@ -56,6 +57,10 @@ pub(crate) const NATS: Token = Token(usize::MAX - 3);
 const ACTORS_SID: u64 = 1;
 /// The subscription of this poller's answers.
 const ANSWERS_SID: u64 = 2;
+/// Poller 0's subscription of the node's presence subject.
+const PRESENCE_SID: u64 = 3;
+/// The last token of the subject other servers' claims come back on.
+const CLAIM_ANSWER: &[u8] = b"n";
 /// Services (`name@*`) from here, one per owned name.
 const FIRST_SERVICE_SID: u64 = 100;
 /// Bytes for this node's actors, one subscription per partition held.
@@ -162,6 +167,19 @@ pub(crate) struct Link {
     ready: bool,
     /// The start of this poller's answer subjects (`…r.NODE.NONCE.N.`).
     answer_prefix: Bytes,
+    /// The node's presence subject (poller 0 holds it).
+    presence_subject: Bytes,
+    /// Poller 0's probe of the node's name on this connection, while it
+    /// is open.
+    probe: Option<Probe>,
+    /// Poller 0 has probed on this connection.
+    probed: bool,
+    /// The claim its last probe carried: answers to it are judged against
+    /// it, as their senders judged it.
+    probed_with: Option<Claim>,
+    /// The nonces of servers told that the name is this one's (each is
+    /// logged once).
+    rivals: Vec<u64>,
     awaited: HashMap<u64, Awaited>,
     /// JetStream requests sent (their ids are the calls' too).
     js_awaited: HashMap<u64, JsAwaited>,
@@ -188,6 +206,7 @@ impl Link {
         let mut answer_prefix = cluster.subjects().answers(index);
         answer_prefix.pop();
         let port = Arc::clone(cluster.port(index));
+        let cluster_presence = cluster.subjects().presence();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
@@ -203,6 +222,11 @@ impl Link {
             was_ready: false,
             ready: false,
             answer_prefix: Bytes::from(answer_prefix),
+            presence_subject: Bytes::from(cluster_presence),
+            probe: None,
+            probed: false,
+            probed_with: None,
+            rivals: Vec::new(),
             awaited: HashMap::new(),
             js_awaited: HashMap::new(),
             js_later: Vec::new(),
@@ -223,6 +247,8 @@ impl Link {
     /// connect's timeout.
     pub(crate) fn next_deadline_ms(&self) -> Option<u64> {
         let conn = match &self.conn {
+            // Woken when poller 0 holds the name.
+            Conn::Down { .. } if !self.may_connect() => None,
             Conn::Down { retry_ms } => Some(*retry_ms),
             Conn::Connecting { since_ms, .. } => Some(since_ms + CONNECT_TIMEOUT_MS),
             Conn::Up(_) => None,
@@ -248,6 +274,10 @@ impl Link {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let js = match (js, self.probe.map(Probe::deadline_ms)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match (conn, js) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -263,13 +293,18 @@ impl Link {
     /// Timers: a retry or a connect's timeout due, keepalive pings,
     /// JetStream requests past their timeout.
     pub(crate) fn tick(&mut self, registry: &Registry, now_ms: u64) {
+        // Another server keeps the node's name: every link leaves.
+        if !self.stopped && self.cluster.presence().is_taken() {
+            return self.stop(registry);
+        }
+        self.probe_tick(registry, now_ms);
         self.expire_js(now_ms);
         self.resend_js(now_ms);
         self.expire_bounded(now_ms);
         let interval = self.cluster.config().ping_interval.as_millis() as u64;
         let stale = match &mut self.conn {
             Conn::Down { retry_ms } => {
-                if now_ms >= *retry_ms {
+                if now_ms >= *retry_ms && self.may_connect() {
                     self.connect(registry, now_ms);
                 }
                 return;
@@ -286,6 +321,14 @@ impl Link {
             Err(e) => self.lose(registry, now_ms, e.to_string()),
             Ok(()) => self.flush(registry, now_ms),
         }
+    }
+
+    /// Poller 0 connects first, alone, and asks for the node's name; the
+    /// other pollers connect once it holds it (and may reconnect at any
+    /// time after), so nothing for this node is taken while the name may
+    /// be another server's.
+    fn may_connect(&self) -> bool {
+        self.index == 0 || self.cluster.presence().joined()
     }
 
     /// Once a second: forgets requests whose answer can no longer matter
@@ -413,6 +456,14 @@ impl Link {
 
     /// A connect failed: try again after the backoff.
     fn fail(&mut self, now_ms: u64, url: &NatsUrl, reason: &str) {
+        if self.index == 0 {
+            // The server starts without waiting on NATS; the name is
+            // asked for once it is reached.
+            self.cluster.presence().set(Verdict::Unreachable);
+        }
+        self.probe = None;
+        self.probed = false;
+        self.probed_with = None;
         if !REPORTED_DOWN.swap(true, Ordering::AcqRel) {
             warn!("NATS: cannot connect to {url}: {reason}; serving local routes and retrying");
         } else {
@@ -643,7 +694,21 @@ impl Link {
                     self.learn(&info);
                     self.greet(&info)?
                 }
-                NatsEvent::Ready => self.set_ready(true),
+                NatsEvent::Ready => {
+                    // Poller 0 asks at every connection (a server that took
+                    // the name while NATS was split is found then); it is
+                    // ready once the name is held and all is subscribed.
+                    if let Some(Probe::Sent { .. }) = self.probe {
+                        // The server took the probe: the window opens.
+                        self.probe = self.probe.map(|probe| probe.echoed(now_ms));
+                    } else if self.index == 0 && !self.probed {
+                        self.probed = true;
+                        self.send_probe(now_ms);
+                    }
+                    if self.cluster.presence().joined() {
+                        self.set_ready(true);
+                    }
+                }
                 NatsEvent::Msg(msg) => self.dispatch(msg, now_ms, context),
                 NatsEvent::ServerError(text) => {
                     static ERRORS: WarnLimiter = WarnLimiter::new();
@@ -708,12 +773,25 @@ impl Link {
     /// Every subscription a new connection makes: subject, queue group,
     /// sid.
     fn subscriptions(&self) -> Vec<(String, Option<String>, u64)> {
-        let subjects = self.cluster.subjects();
         let mut subs = vec![(
             format!("{}*", String::from_utf8_lossy(&self.answer_prefix)),
             None,
             ANSWERS_SID,
         )];
+        if self.index == 0 {
+            subs.push((self.cluster.subjects().presence(), None, PRESENCE_SID));
+        }
+        if self.cluster.presence().joined() {
+            subs.extend(self.node_subscriptions());
+        }
+        subs
+    }
+
+    /// The subscriptions that take what is sent to this node (or to its
+    /// names and topics): made once the node's name is held.
+    fn node_subscriptions(&self) -> Vec<(String, Option<String>, u64)> {
+        let subjects = self.cluster.subjects();
+        let mut subs = Vec::new();
         // Bytes for an actor come on one poller, partition by partition,
         // so they are handed on in the order they were sent.
         let pollers = self.cluster.pollers() as u32;
@@ -743,7 +821,13 @@ impl Link {
     fn dispatch(&mut self, msg: Msg, now_ms: u64, context: &RunContext<'_>) {
         let metrics = Arc::clone(self.cluster.metrics());
         let size = msg.headers.len() + msg.payload.len();
+        if msg.subject == self.presence_subject {
+            return self.on_probe(msg);
+        }
         if let Some(id) = msg.subject.strip_prefix(&self.answer_prefix[..]) {
+            if id == CLAIM_ANSWER {
+                return self.on_claim(msg);
+            }
             metrics.received(Carried::Answer, size);
             return match std::str::from_utf8(id).ok().and_then(|id| id.parse().ok()) {
                 Some(id) => self.answered(id, msg, now_ms),
@@ -827,6 +911,145 @@ impl Link {
                 }
             }
             _ => metrics.dropped(Dropped::Malformed),
+        }
+    }
+
+    /// Poller 0 asks whoever else holds the node's name. Before the name
+    /// is held, a `PING` follows, whose `PONG` says that NATS handed the
+    /// probe to every other holder of the subject: the window opens then.
+    /// Once held (a reconnect), the claim goes alone: a rival's answer,
+    /// whenever it comes, is judged as any claim is.
+    fn send_probe(&mut self, now_ms: u64) {
+        let mine = self.cluster.claim();
+        let claim = mine.encode();
+        self.probed_with = Some(mine);
+        let mut reply = BytesMut::from(&self.answer_prefix[..]);
+        reply.extend_from_slice(CLAIM_ANSWER);
+        let subject = &self.presence_subject;
+        let held = self.cluster.presence().joined();
+        let Conn::Up(up) = &mut self.conn else {
+            return;
+        };
+        match held {
+            true => proto::write_pub(up.session.output(), subject, Some(&reply), &claim),
+            false => {
+                up.session
+                    .subscribe(|out| proto::write_pub(out, subject, Some(&reply), &claim));
+                self.probe = Some(Probe::Sent { at_ms: now_ms });
+            }
+        }
+    }
+
+    /// The probe's timers: a connection whose server does not take the
+    /// probe is dropped; the name is this server's once the window closed
+    /// with no rival outranking it.
+    fn probe_tick(&mut self, registry: &Registry, now_ms: u64) {
+        let Some(probe) = self.probe else {
+            return;
+        };
+        if now_ms < probe.deadline_ms() {
+            return;
+        }
+        match probe {
+            Probe::Sent { .. } => {
+                let why = "NATS did not answer the node name's probe".to_string();
+                self.lose(registry, now_ms, why);
+            }
+            Probe::Back { .. } => {
+                self.probe = None;
+                if self.cluster.presence().joined() {
+                    return;
+                }
+                self.cluster.presence().set(Verdict::Joined);
+                let subs = self.node_subscriptions();
+                if let Conn::Up(up) = &mut self.conn {
+                    up.session.subscribe(|out| {
+                        for (subject, queue, sid) in &subs {
+                            let queue = queue.as_deref().map(str::as_bytes);
+                            proto::write_sub(out, subject.as_bytes(), queue, *sid);
+                        }
+                    });
+                }
+                // The other pollers connect now.
+                for poller in 1..self.cluster.pollers() {
+                    self.cluster.port(poller).wake();
+                }
+            }
+        }
+    }
+
+    /// A claim on the node's presence subject: this server's own probe
+    /// back, or another server's, answered with this one's claim.
+    fn on_probe(&mut self, msg: Msg) {
+        let Some(other) = Claim::decode(&msg.payload) else {
+            return self.cluster.metrics().dropped(Dropped::Malformed);
+        };
+        if other.nonce == self.cluster.claim().nonce {
+            // Not sent back to its sender (`echo` is off): a copy another
+            // route brought.
+            return;
+        }
+        // Judged against the claim it is answered with, as its sender
+        // judges the answer.
+        let mine = self.cluster.claim();
+        if let Some(reply) = &msg.reply {
+            let claim = mine.encode();
+            if let Some(out) = self.ready_output() {
+                proto::write_pub(out, reply, None, &claim);
+            }
+        }
+        self.judge(other, mine);
+    }
+
+    /// An answer to poller 0's probe: another server's claim, or NATS
+    /// saying that nobody else holds the subject (nothing to judge).
+    fn on_claim(&mut self, msg: Msg) {
+        let status = HeaderBlock::parse(&msg.headers)
+            .ok()
+            .and_then(|block| block.status);
+        if status == Some(503) && msg.payload.is_empty() {
+            return;
+        }
+        let Some(other) = Claim::decode(&msg.payload) else {
+            return self.cluster.metrics().dropped(Dropped::Malformed);
+        };
+        let mine = match &self.probed_with {
+            Some(probed) => probed.clone(),
+            None => self.cluster.claim(),
+        };
+        self.judge(other, mine);
+    }
+
+    /// Another server claims the node's name: of `other` and `mine` (the
+    /// claim it saw), the one `Claim::outranks` puts second stands down;
+    /// both servers judge the same pair alike.
+    fn judge(&mut self, other: Claim, mine: Claim) {
+        let presence = self.cluster.presence();
+        if other.nonce == mine.nonce || presence.is_taken() {
+            return;
+        }
+        let node = &self.cluster.config().node;
+        if !other.outranks(&mine) {
+            if !self.rivals.contains(&other.nonce) {
+                self.rivals.push(other.nonce);
+                warn!(
+                    "NATS: another server asked for node name {node:?} ({}); it was told the name is this server's",
+                    other.describe()
+                );
+            }
+            return;
+        }
+        let message = presence::taken_message(node, &other);
+        // At start the start itself fails with the message.
+        if presence.verdict() != Verdict::Pending {
+            error!("NATS: {message}; this server leaves the cluster");
+        }
+        presence.set(Verdict::Taken(message));
+        let taken = &self.cluster.metrics().name_taken;
+        taken.store(1, Ordering::Relaxed);
+        self.probe = None;
+        for poller in 0..self.cluster.pollers() {
+            self.cluster.port(poller).wake();
         }
     }
 
@@ -1093,9 +1316,24 @@ impl Link {
         }
     }
 
+    /// The session's output once `CONNECT` went out, the node's name held
+    /// or not (the presence subject's claims).
+    fn ready_output(&mut self) -> Option<&mut BytesMut> {
+        match &mut self.conn {
+            Conn::Up(up) if matches!(up.session.phase(), Phase::AwaitPong | Phase::Ready) => {
+                Some(up.session.output())
+            }
+            _ => None,
+        }
+    }
+
     /// The session's output once `CONNECT` went out (before it, the
-    /// subscriptions go with the `CONNECT`).
+    /// subscriptions go with the `CONNECT`, and before the node's name is
+    /// held, with the node's own).
     fn connected_output(&mut self) -> Option<&mut BytesMut> {
+        if !self.cluster.presence().joined() {
+            return None;
+        }
         match &mut self.conn {
             Conn::Up(up) if matches!(up.session.phase(), Phase::AwaitPong | Phase::Ready) => {
                 Some(up.session.output())

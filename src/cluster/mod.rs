@@ -23,6 +23,7 @@ pub(crate) mod kv;
 pub(crate) mod link;
 pub(crate) mod placement;
 pub(crate) mod port;
+pub(crate) mod presence;
 pub(crate) mod reread;
 pub(crate) mod subjects;
 pub(crate) mod tls;
@@ -36,6 +37,7 @@ use uppercut::api::Envelope;
 
 use crate::actors::remote::{Payload, Remote, RemoteAddr};
 use crate::cluster::port::{Admit, LinkPort, Outbound, Taken};
+use crate::cluster::presence::{Claim, Presence};
 use crate::cluster::reread::Reread;
 use crate::cluster::subjects::Subjects;
 use crate::config::ClusterConfig;
@@ -64,6 +66,11 @@ pub(crate) struct Cluster {
     /// The key that answers a server's nonce (`--nats-creds`,
     /// `--nats-nkey`), as last read from its file.
     identity: Option<Reread<Identity>>,
+    /// Whether the node's name is this server's (`presence`).
+    presence: Presence,
+    /// What this server says of itself under its name, but whether it
+    /// has held it.
+    claim: Claim,
 }
 
 /// The key `config` names (`creds` or `nkey`), read from its file; none
@@ -81,12 +88,14 @@ impl Cluster {
     /// the actors at `names`, counted in `metrics` (the ports' too).
     /// Refuses a configuration whose `tls://` servers it cannot trust,
     /// whose client certificate cannot be presented, or whose `.creds` or
-    /// seed file cannot be read as one.
+    /// seed file cannot be read as one. `listen` says where the server
+    /// listens, to the operator of a server that claims the same name.
     pub(crate) fn new(
         config: ClusterConfig,
         ports: Vec<Arc<LinkPort>>,
         names: Vec<String>,
         metrics: Arc<ClusterMetrics>,
+        listen: String,
     ) -> Result<Cluster, String> {
         config.check()?;
         let needs_tls = config.ca.is_some()
@@ -108,11 +117,21 @@ impl Cluster {
         let identity = read_identity(&config)
             .transpose()?
             .map(|key| Reread::new("key file", key));
-        let nonce = std::time::SystemTime::now()
+        let since_epoch = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-            ^ u64::from(std::process::id()) << 32;
+            .unwrap_or_default();
+        let nonce = since_epoch.as_nanos() as u64 ^ u64::from(std::process::id()) << 32;
+        let claim = Claim {
+            nonce,
+            started_ms: since_epoch.as_millis() as u64,
+            joined: false,
+            pid: std::process::id(),
+            host: crate::config::host_node_name(),
+            listen,
+        };
         Ok(Cluster {
+            presence: Presence::new(),
+            claim,
             subjects: Subjects::new(&config.prefix, &config.node, nonce),
             config,
             metrics,
@@ -143,6 +162,19 @@ impl Cluster {
     pub(crate) fn identity(&self) -> Option<Identity> {
         let key = self.identity.as_ref()?;
         read_identity(&self.config).map(|fresh| key.refresh(fresh))
+    }
+
+    /// Whether the node's name is this server's.
+    pub(crate) fn presence(&self) -> &Presence {
+        &self.presence
+    }
+
+    /// What this server says of itself under its name, now.
+    pub(crate) fn claim(&self) -> Claim {
+        Claim {
+            joined: self.presence.joined(),
+            ..self.claim.clone()
+        }
     }
 
     pub(crate) fn config(&self) -> &ClusterConfig {

@@ -344,6 +344,12 @@ impl LinkPort {
         self.waiting.load(Ordering::Acquire)
     }
 
+    /// Wakes the link's poller if it is parked (the node's name was
+    /// found taken: every link stands down).
+    pub(crate) fn wake(&self) {
+        (self.wake)();
+    }
+
     pub(crate) fn is_up(&self) -> bool {
         self.up.load(Ordering::Acquire)
     }

@@ -8,6 +8,7 @@
 //! | `upc.s.NAME` | for `NAME@*`: whichever node serves `NAME` | each poller of each node that owns `NAME`, as queue group `upc.s.NAME` |
 //! | `upc.r.NODE.NONCE.POLLER.ID` | the answer to request `ID` | poller `POLLER` of `NODE` (`…POLLER.*`) |
 //! | `upc.t.TOPIC` | what is published to a topic | one poller per node with a subscriber |
+//! | `upc.n.NODE` | a server asking whether another uses its node name (`presence`) | poller 0 of `NODE` |
 //!
 //! Requests spread over the receiving node's pollers (each is answered on
 //! its own); bytes for one actor all reach the node on one poller, so one
@@ -85,6 +86,12 @@ impl Subjects {
     /// Where poller `poller` takes its answers: the subscription.
     pub(crate) fn answers(&self, poller: usize) -> String {
         format!("{}.r.{}.{}.{poller}.*", self.prefix, self.node, self.nonce)
+    }
+
+    /// Where a server asks whether another already uses this node's name
+    /// (and the one that does subscribes).
+    pub(crate) fn presence(&self) -> String {
+        format!("{}.n.{}", self.prefix, self.node)
     }
 
     /// Where what is published to `topic` goes.
@@ -238,6 +245,8 @@ mod tests {
         );
         assert_eq!(subjects.answers(1), "upc.r.node-a.beef.1.*");
         assert_eq!(here("upc.r.node-a.beef.1.42"), None, "answers go by prefix");
+        assert_eq!(subjects.presence(), "upc.n.node-a");
+        assert_eq!(here("upc.n.node-a"), None, "presence goes by its subject");
         assert_eq!(subjects.topic("room 1"), "upc.t.room%201");
         assert_eq!(
             here("upc.t.room%201"),

@@ -79,6 +79,9 @@ pub(crate) struct Session {
     output: BytesMut,
     /// Our `PING`s not yet answered.
     pings_out: u32,
+    /// `PONG`s owed to keepalive `PING`s sent before the one `subscribe`
+    /// awaits.
+    pongs_owed: u32,
     /// When anything last came from the server, in ms.
     heard_ms: u64,
 }
@@ -92,6 +95,7 @@ impl Session {
             input: BytesMut::new(),
             output: BytesMut::new(),
             pings_out: 0,
+            pongs_owed: 0,
             heard_ms: now_ms,
         }
     }
@@ -154,6 +158,10 @@ impl Session {
                 }
                 ServerOp::Ping => self.output.put_slice(proto::PONG),
                 ServerOp::Pong => {
+                    if self.phase == Phase::AwaitPong && self.pongs_owed > 0 {
+                        self.pongs_owed -= 1;
+                        continue;
+                    }
                     if self.phase == Phase::AwaitPong {
                         self.phase = Phase::Ready;
                         self.pings_out = 0;
@@ -184,6 +192,16 @@ impl Session {
         self.phase = Phase::AwaitPong;
     }
 
+    /// Once ready: writes what `subscribe` writes (more subscriptions),
+    /// then a `PING` whose `PONG` says the server took them: the session
+    /// awaits it as it awaited the first, and says [`Event::Ready`] again.
+    pub(crate) fn subscribe(&mut self, subscribe: impl FnOnce(&mut BytesMut)) {
+        subscribe(&mut self.output);
+        self.output.put_slice(proto::PING);
+        self.phase = Phase::AwaitPong;
+        self.pongs_owed = std::mem::take(&mut self.pings_out);
+    }
+
     /// At `now_ms`, with the server quiet for `interval_ms`: pings it, or
     /// says it is stale when two pings went unanswered.
     pub(crate) fn keepalive(&mut self, now_ms: u64, interval_ms: u64) -> Result<(), SessionError> {
@@ -212,6 +230,28 @@ mod tests {
             events.push(event);
         }
         events
+    }
+
+    #[test]
+    fn subscriptions_made_later_are_ready_at_their_own_pong() {
+        let mut session = Session::new(0);
+        feed(&mut session, b"INFO {\"headers\":true}\r\n");
+        session.connect("a", &Credentials::default(), false, |_| {});
+        assert_eq!(feed(&mut session, b"PONG\r\n"), vec![Event::Ready]);
+        session.output().clear();
+        // A keepalive PING is out when the subscriptions go.
+        session.keepalive(10_000, 2_000).unwrap();
+        session.subscribe(|out| proto::write_sub(out, b"y", None, 7));
+        assert_eq!(&session.output()[..], b"PING\r\nSUB y 7\r\nPING\r\n");
+        assert_eq!(session.phase(), Phase::AwaitPong);
+        // The keepalive's PONG first: not yet.
+        assert_eq!(feed(&mut session, b"PONG\r\n"), vec![]);
+        assert_eq!(session.phase(), Phase::AwaitPong);
+        assert_eq!(feed(&mut session, b"PONG\r\n"), vec![Event::Ready]);
+        assert_eq!(session.phase(), Phase::Ready);
+        // Nothing is owed any more: a later ping is answered as usual.
+        assert_eq!(feed(&mut session, b"PONG\r\n"), vec![]);
+        assert_eq!(session.phase(), Phase::Ready);
     }
 
     #[test]

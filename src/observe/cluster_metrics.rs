@@ -105,6 +105,9 @@ pub(crate) struct ClusterMetrics {
     pub(crate) links: u64,
     /// Pollers whose NATS connection is up (a gauge).
     pub(crate) links_up: AtomicU64,
+    /// Another server holds this node's name: this one left the cluster
+    /// (a gauge, 0 or 1).
+    pub(crate) name_taken: AtomicU64,
     /// Connections made after one was lost.
     pub(crate) reconnects: AtomicU64,
     /// Sends taken past `--nats-buffer`, whose senders then waited.

@@ -377,6 +377,12 @@ fn render_cluster(page: &mut Page, cluster: &ClusterMetrics) {
     );
     page.plain(load(&cluster.links_up));
     page.family(
+        "uppercut_nats_node_name_taken",
+        "gauge",
+        "1 when another server holds this node's name and this one left the cluster, else 0.",
+    );
+    page.plain(load(&cluster.name_taken));
+    page.family(
         "uppercut_nats_reconnects_total",
         "counter",
         "Connections to NATS made again after one was lost.",

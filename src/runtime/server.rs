@@ -21,6 +21,7 @@ use crate::cluster::kv::JetStreamKv;
 use crate::cluster::link::Link;
 use crate::cluster::placement::{Placed, PlacedConfig};
 use crate::cluster::port::LinkPort;
+use crate::cluster::presence::Verdict;
 use crate::cluster::Cluster;
 use crate::config::{host_node_name, ClusterConfig, Config, Listener, StateConfig};
 use crate::http::method::Method;
@@ -270,7 +271,7 @@ impl Server {
         let cluster = config
             .cluster
             .as_ref()
-            .map(|cluster| join_cluster(cluster, &parkings, &routes))
+            .map(|cluster| join_cluster(cluster, &parkings, &routes, local_addr))
             .transpose()?;
         let node = config.cluster.as_ref().map(|cluster| cluster.node.as_str());
         let state_host = open_state(config, cluster.as_ref())?;
@@ -387,8 +388,8 @@ impl Server {
                 run_system(actors, route_actors, worker_priority, pin, started_tx);
                 drop(ended_tx);
             })?;
-        match started_rx.recv() {
-            Ok(Ok(())) => Ok(Server {
+        let server = match started_rx.recv() {
+            Ok(Ok(())) => Server {
                 local_addr,
                 listeners: bound,
                 house,
@@ -405,11 +406,38 @@ impl Server {
                 cluster,
                 state_file: state_host.and_then(|(_, file)| file),
                 placed,
-            }),
-            Ok(Err(message)) => Err(io::Error::other(message)),
-            Err(_) => Err(io::Error::other(
-                "the actor system thread died while starting",
-            )),
+            },
+            Ok(Err(message)) => return Err(io::Error::other(message)),
+            Err(_) => {
+                return Err(io::Error::other(
+                    "the actor system thread died while starting",
+                ))
+            }
+        };
+        server.hold_name()
+    }
+
+    /// With `--nats`: waits until the node's name is known to be this
+    /// server's (or NATS cannot be reached: then it is asked once it is);
+    /// a name another live server holds stops this one, and the start
+    /// fails naming that server, as a port in use does.
+    fn hold_name(self) -> io::Result<Server> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(self);
+        };
+        match cluster.presence().wait(NAME_WAIT) {
+            Verdict::Taken(message) => {
+                self.shutdown(Duration::ZERO);
+                Err(io::Error::new(io::ErrorKind::AddrInUse, message))
+            }
+            Verdict::Pending => {
+                let node = &cluster.config().node;
+                warn!(
+                    "NATS: node name {node:?} not confirmed within {NAME_WAIT:?}; serving, and a server that holds it makes this one leave the cluster"
+                );
+                Ok(self)
+            }
+            Verdict::Unreachable | Verdict::Joined => Ok(self),
         }
     }
 
@@ -673,6 +701,10 @@ impl fmt::Debug for Server {
     }
 }
 
+/// How long a start waits to learn whether its node name is free: a
+/// connect's timeout, the probe's echo and its window.
+const NAME_WAIT: Duration = Duration::from_secs(8);
+
 /// The cluster `config` describes, for pollers with `parkings` and the
 /// actors `routes` spawns; each poller's link wakes its poller when work is
 /// left for it.
@@ -680,6 +712,7 @@ fn join_cluster(
     config: &ClusterConfig,
     parkings: &[Arc<Parking>],
     routes: &Routes,
+    listen: SocketAddr,
 ) -> io::Result<Arc<Cluster>> {
     let metrics = Arc::new(ClusterMetrics::new(parkings.len()));
     let ports = parkings
@@ -695,7 +728,7 @@ fn join_cluster(
         .iter()
         .map(|spec| spec.address.clone())
         .collect();
-    Cluster::new(config.clone(), ports, names, metrics)
+    Cluster::new(config.clone(), ports, names, metrics, listen.to_string())
         .map(Arc::new)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
