@@ -98,7 +98,7 @@ tests_for() {
         echo "--lib --test websocket --test websocket_deflate --test integrity"
         ;;
     src/cluster/* | src/nats/* | src/actors/placed.rs | src/actors/remote.rs)
-        echo "--lib --test cluster --test placed"
+        echo "--lib --test cluster --test placed --test node_names"
         ;;
     src/http2/*) echo "--lib --test http2 --test http2_limits" ;;
     src/h3/* | src/http3/*) echo "--lib --test http3" ;;

@@ -140,6 +140,11 @@ impl Server {
     /// one, and starts the pollers; returns once the server accepts
     /// connections. Its threads start with SIGINT, SIGTERM, SIGHUP and SIGUSR1
     /// blocked: see [`Server::run_until_signal`].
+    ///
+    /// With `Config::cluster`, it also asks the cluster whether another
+    /// live server already uses its node name (a moment once NATS answers;
+    /// at once when NATS cannot be reached, asked again once it is): an
+    /// error of kind `AddrInUse` naming that server if one does.
     pub fn start(config: &Config, routes: Routes) -> io::Result<Server> {
         // Every thread started below inherits the mask.
         let _blocked = Blocked::here();
