@@ -398,11 +398,18 @@ class WebSocketTable(unittest.TestCase):
         two = next(load for load in ws.LOADS if load.key == "broadcast-1000-2nodes")
         self.assertEqual(two.beside, "broadcast-1000")
         one_node = [self.result(100000, 400), self.result(100000, 500), self.result(100000, 600)]
-        results = {"chat-2nodes": [self.result(100000, 900), self.result(100000, 800)]}
+        # Each round the sender sent 600 messages to the 1,000 members.
+        delivered = [dict(self.result(100000, 900), sent=600, lost=0),
+                     dict(self.result(100000, 800), sent=600, lost=0)]
+        results = {"chat-2nodes": delivered}
         rows = ws.cells_for(two, results, "chat-2nodes", against=one_node)
-        self.assertEqual(rows, [("chat-2nodes", ["100,000", "-", "10", "850", "1,700"], "p99 vs one node 1.70x")])
+        self.assertEqual(rows, [("chat-2nodes", ["100,000", "-", "10", "850", "1,700"],
+                                 "p99 vs one node 1.70x; lost 0 of 1,200,000")])
         # Without the one-node load in the run there is nothing to divide by.
-        self.assertEqual(ws.cells_for(two, results, "chat-2nodes")[0][2], "")
+        self.assertEqual(ws.cells_for(two, results, "chat-2nodes")[0][2], "lost 0 of 1,200,000")
+        # Messages a member never got, over every round.
+        results["chat-2nodes"][1]["lost"] = 7
+        self.assertEqual(ws.cells_for(two, results, "chat-2nodes")[0][2], "lost 7 of 1,200,000")
 
     def test_the_two_broadcasts_alternate_rounds_when_both_run(self):
         import ws

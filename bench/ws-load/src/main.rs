@@ -35,6 +35,11 @@
 //! own) and sent with RSV1. Echoes are counted by their frames, not
 //! inflated.
 //!
+//! A broadcast's end: the sender stops at the end of the run, and every
+//! member reads on (at most `DRAIN`) until it has every message the sender
+//! sent; the output gains `sent` and `lost` (messages a member never got,
+//! over every member), so a room that loses messages shows it.
+//!
 //! It prints one JSON object: what ran, the messages counted, their rate,
 //! the echoes received over the whole run, warm-up included
 //! (`messages_all`, to divide a server's CPU time by), and latency
@@ -46,6 +51,7 @@ mod stats;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -273,7 +279,15 @@ struct Conn {
     schedule: Option<Schedule>,
     /// Which of the `--url`s it is connected to.
     target: usize,
+    /// A broadcast's sender (not a member).
+    sender: bool,
+    /// A broadcast's messages this member received.
+    received: u64,
 }
+
+/// How long a broadcast's members read on after the run for the messages
+/// still on their way.
+const DRAIN: Duration = Duration::from_secs(10);
 
 /// What the threads share.
 struct Shared {
@@ -282,6 +296,10 @@ struct Shared {
     /// Messages sent before this count as warm-up.
     measure_from: Instant,
     end: Instant,
+    /// A broadcast's messages sent so far.
+    sent: AtomicU64,
+    /// The sender has written its last message.
+    sent_all: AtomicBool,
 }
 
 fn main() -> ExitCode {
@@ -325,6 +343,8 @@ fn run(options: Options) -> io::Result<String> {
         end: start + options.warmup + options.duration,
         start,
         options: options.clone(),
+        sent: AtomicU64::new(0),
+        sent_all: AtomicBool::new(false),
     });
     let barrier = Arc::new(Barrier::new(threads));
     let mut parts: Vec<Vec<(usize, usize, TcpStream)>> = (0..threads).map(|_| Vec::new()).collect();
@@ -342,13 +362,15 @@ fn run(options: Options) -> io::Result<String> {
     let mut histogram = Histogram::default();
     let mut messages = 0u64;
     let mut messages_all = 0u64;
+    let mut lost = 0u64;
     let targets = options.targets.len();
     let mut per_target: Vec<(Histogram, u64)> =
         (0..targets).map(|_| (Histogram::default(), 0)).collect();
     for handle in handles {
-        let (parts, all) = handle
+        let (parts, all, thread_lost) = handle
             .join()
             .map_err(|_| io::Error::other("a thread panicked"))??;
+        lost += thread_lost;
         for ((part, count), (target_histogram, target_count)) in parts.iter().zip(&mut per_target) {
             histogram.merge(part);
             target_histogram.merge(part);
@@ -376,6 +398,13 @@ fn run(options: Options) -> io::Result<String> {
             format!(",\"per_url\":[{}]", entries.join(","))
         }
     };
+    let delivery = match options.broadcast {
+        true => format!(
+            ",\"sent\":{},\"lost\":{lost}",
+            shared.sent.load(Ordering::Acquire)
+        ),
+        false => String::new(),
+    };
     let seconds = options.duration.as_secs_f64();
     let mode = match (options.broadcast, options.rate) {
         (true, _) => "broadcast",
@@ -385,7 +414,7 @@ fn run(options: Options) -> io::Result<String> {
     Ok(format!(
         "{{\"mode\":\"{mode}\",\"connections\":{},\"size\":{},\"duration_s\":{seconds},\
          \"rate\":{},\"deflate\":{},\"messages\":{messages},\"messages_all\":{messages_all},\
-         \"per_second\":{:.1},\"latency_us\":{}{per_url}}}",
+         \"per_second\":{:.1},\"latency_us\":{}{per_url}{delivery}}}",
         options.connections,
         options.size,
         options.rate.map_or("null".to_string(), |r| r.to_string()),
@@ -406,13 +435,13 @@ fn target_of(options: &Options, index: usize) -> usize {
 }
 
 /// Runs one thread's connections until the end; returns, per `--url`,
-/// the latencies measured and the messages counted, and every echo
-/// received.
+/// the latencies measured and the messages counted, every echo received,
+/// and (a broadcast) the messages its members never got.
 fn drive(
     part: Vec<(usize, usize, TcpStream)>,
     shared: &Shared,
     barrier: &Barrier,
-) -> io::Result<(Vec<(Histogram, u64)>, u64)> {
+) -> io::Result<(Vec<(Histogram, u64)>, u64, u64)> {
     let options = &shared.options;
     let mut poll = Poll::new()?;
     let mut conns = Vec::with_capacity(part.len());
@@ -466,6 +495,8 @@ fn drive(
             due: std::collections::VecDeque::with_capacity(64),
             schedule,
             target,
+            sender,
+            received: 0,
         });
     }
     barrier.wait();
@@ -505,6 +536,7 @@ fn drive(
                     stamped[..16].copy_from_slice(format!("{nanos:016x}").as_bytes());
                     let frame = frame_of(0x81, &stamped, [0x12, 0x34, 0x56, 0x78]);
                     conn.out.extend_from_slice(&frame);
+                    shared.sent.fetch_add(1, Ordering::AcqRel);
                 } else {
                     conn.due.push_back(due);
                     conn.out.extend_from_slice(&frame);
@@ -542,6 +574,9 @@ fn drive(
                 let mut input = &buf[..len];
                 while let Some(stamp) = next_message(conn, &mut input) {
                     messages_all += 1;
+                    if stamp.is_some() {
+                        conn.received += 1;
+                    }
                     let due = match (options.broadcast, stamp) {
                         (true, Some(nanos)) => Some(shared.start + Duration::from_nanos(nanos)),
                         (true, None) => None,
@@ -564,7 +599,64 @@ fn drive(
             }
         }
     }
-    Ok((measured, messages_all))
+    let lost = match options.broadcast {
+        true => drain(&mut conns, &mut poll, &mut events, &mut buf, shared)?,
+        false => 0,
+    };
+    Ok((measured, messages_all, lost))
+}
+
+/// After a broadcast: the sender writes what it still holds, and the
+/// members read on until each has every message sent, or `DRAIN` passed;
+/// the messages they never got.
+fn drain(
+    conns: &mut [Conn],
+    poll: &mut Poll,
+    events: &mut Events,
+    buf: &mut [u8],
+    shared: &Shared,
+) -> io::Result<u64> {
+    let deadline = Instant::now() + DRAIN;
+    loop {
+        for conn in conns.iter_mut() {
+            flush(conn)?;
+        }
+        if conns
+            .iter()
+            .any(|conn| conn.sender && conn.written == conn.out.len())
+        {
+            shared.sent_all.store(true, Ordering::Release);
+        }
+        let sent = shared.sent.load(Ordering::Acquire);
+        let missing: u64 = conns
+            .iter()
+            .filter(|conn| !conn.sender)
+            .map(|conn| sent.saturating_sub(conn.received))
+            .sum();
+        let all_sent = shared.sent_all.load(Ordering::Acquire);
+        if (all_sent && missing == 0) || Instant::now() >= deadline {
+            return Ok(missing);
+        }
+        poll.poll(events, Some(Duration::from_millis(5)))?;
+        for event in events.iter() {
+            let conn = &mut conns[event.token().0];
+            loop {
+                let len = match conn.stream.read(buf) {
+                    Ok(0) => return Err(io::Error::other("the server closed a connection")),
+                    Ok(len) => len,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                let mut input = &buf[..len];
+                while let Some(stamp) = next_message(conn, &mut input) {
+                    if stamp.is_some() {
+                        conn.received += 1;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Writes what the connection has queued, as far as the socket takes it.
