@@ -293,17 +293,38 @@ def started(row, args, work, tag):
         stop_server(popen)
 
 
+def parse_snmp_udp(text):
+    """The Udp counters of /proc/net/snmp ({"RcvbufErrors": n, ...})."""
+    rows = [line.split()[1:] for line in text.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2:
+        return {}
+    return {name: int(value) for name, value in zip(rows[0], rows[1])}
+
+
+def udp_drops():
+    """Datagrams the kernel dropped for a full socket buffer, receive and
+    send, in this network namespace so far (loopback's included)."""
+    try:
+        with open("/proc/net/snmp") as f:
+            udp = parse_snmp_udp(f.read())
+    except OSError:
+        return None
+    return udp.get("RcvbufErrors", 0) + udp.get("SndbufErrors", 0)
+
+
 def run_load(row, args):
     cmd = pinned(args.load_cpu, [h3_load_bin(args.target_dir), "-c", str(args.connections), "-m", str(args.streams),
                                  "-d", str(args.duration), "--insecure", row.url()])
     # h3-load's own CPU (the only child reaped meanwhile): near 100% of its
     # core, the load generator, not the server, set the rate.
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    drops = udp_drops()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 120)
     except subprocess.TimeoutExpired:
         raise BenchError(f"{row.name}: h3-load did not finish: {shlex.join(cmd)}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    drops_after = udp_drops()
     load_cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
     if done.returncode != 0:
         raise BenchError(f"{row.name}: h3-load failed: {done.stderr.strip()}")
@@ -314,6 +335,7 @@ def run_load(row, args):
         raise BenchError(f"{row.name}: {result['non_2xx']} answers not 2xx, {result['body_bytes']:.1f} B of body "
                          f"on average, not {BODY.decode()!r}: {shlex.join(cmd)}")
     result["load_cpu"] = 100.0 * load_cpu / max(result["seconds"], 1e-9)
+    result["udp_drops"] = None if drops is None or drops_after is None else drops_after - drops
     return result
 
 
@@ -393,7 +415,8 @@ def describe(r):
                 f"{r['idle_errors']} failed")
     text = (f"{r['rps']:.0f}/s, CPU {r['cpu_us']:.2f} us/req (user {r['user_us']:.2f}, sys {r['sys_us']:.2f}), "
             f"p50 {r['p50_us'] / 1000:.2f} ms, p99 {r['p99_us'] / 1000:.2f} ms, {r['errors']} errors, "
-            f"{r['threads_ran']} thread(s) ran, h3-load at {r['load_cpu']:.0f}% of its CPU")
+            f"{r['threads_ran']} thread(s) ran, h3-load at {r['load_cpu']:.0f}% of its CPU, "
+            f"{r['udp_drops']} UDP datagrams dropped")
     if r.get("calls") is not None:
         text += f", {r['calls']:.2f} calls/req"
     return text
@@ -411,6 +434,8 @@ def summarize(loads, idles):
         row = {k: spread([r.get(k) for r in rounds]) for k in ("rps", "cpu_us", "user_us", "sys_us", "p50_us",
                                                                  "p99_us", "calls", "load_cpu")}
         row["errors"] = sum(r["errors"] for r in rounds) if rounds else None
+        drops = [r.get("udp_drops") for r in rounds if r.get("udp_drops") is not None]
+        row["udp_drops"] = sum(drops) if drops else None
         row["per_conn"] = spread([r["per_conn"] for r in idle])
         row["open"] = min(r["open"] for r in idle) if idle else None
         out[name] = row
@@ -429,7 +454,8 @@ def fmt_ratio(value):
 
 
 def table_cells(summary):
-    header = ["server", "req/s", "CPU µs/req", "p50 ms", "p99 ms", "errors", "load CPU", "idle KiB/conn",
+    header = ["server", "req/s", "CPU µs/req", "p50 ms", "p99 ms", "errors", "UDP drops", "load CPU",
+              "idle KiB/conn",
               "CPU vs caddy", "CPU vs h3-quinn", "req/s vs caddy"]
     if any(row["calls"] for row in summary.values()):
         header.insert(3, "calls/req")
@@ -439,9 +465,10 @@ def table_cells(summary):
             return "-" if row[key] is None else f"{row[key][0] / 1000:.2f}"
         line = [name, "-" if row["rps"] is None else f"{row['rps'][0]:.0f}", fmt_spread(row["cpu_us"]),
                 ms("p50_us"), ms("p99_us"), "-" if row["errors"] is None else str(row["errors"]),
+                "-" if row["udp_drops"] is None else str(row["udp_drops"]),
                 "-" if row["load_cpu"] is None else f"{row['load_cpu'][0]:.0f}%",
                 "-" if row["per_conn"] is None else f"{row['per_conn'][0] / 1024:.1f}"]
-        if len(header) == 12:
+        if len(header) == 13:
             line.insert(3, fmt_spread(row["calls"]))
         for base, key in (("caddy", "cpu_us"), ("h3-quinn", "cpu_us"), ("caddy", "rps")):
             line.append("" if name == base else fmt_ratio(ratio(summary, name, base, key)))
@@ -529,7 +556,9 @@ def main(argv):
                    f"(`-c {args.connections} -m {args.streams}`, GET {PATH}). Medians over {args.rounds} round(s) of "
                    f"{args.duration} s; load average {load_before} at the start, {load_average()} at the end. "
                    "CPU µs/req: user and system time of the server's process and threads (/proc) over the load, "
-                   "per request answered (min-max in brackets); errors: failed requests, total; load CPU: h3-load's "
+                   "per request answered (min-max in brackets); errors: failed requests, total; UDP drops: datagrams "
+                   "the kernel dropped for a full socket buffer during the loads (/proc/net/snmp, the whole "
+                   "machine), total; load CPU: h3-load's "
                    "user and system time over its run, in % of its one CPU (near 100%: the client, not the "
                    "server, set the rate); idle KiB/conn: RSS "
                    f"growth with {args.idle_conns} idle HTTP/3 connections open (one GET each), per connection. "

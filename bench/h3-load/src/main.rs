@@ -41,6 +41,8 @@ const USAGE: &str =
 const MAX_ENDPOINTS: usize = 64;
 /// Handshakes the idle mode has under way at once.
 const IDLE_HANDSHAKES: usize = 64;
+/// How long past the load's end a request may take before it counts as failed.
+const LATE: Duration = Duration::from_secs(10);
 
 type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 
@@ -361,9 +363,14 @@ impl Tally {
 /// ends the loop: each of its streams counts one error.
 async fn stream_loop(mut send: SendRequest, uri: Arc<Target>, deadline: Instant) -> Tally {
     let mut tally = Tally::default();
+    // A request still unanswered this long after the deadline has failed.
+    let give_up = tokio::time::Instant::from_std(deadline + LATE);
     while Instant::now() < deadline {
         let start = Instant::now();
-        match get(&mut send, &uri.uri).await {
+        let answer = tokio::time::timeout_at(give_up, get(&mut send, &uri.uri))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer {} s after the end", LATE.as_secs())));
+        match answer {
             Ok((status, body)) => {
                 let now = Instant::now();
                 tally
