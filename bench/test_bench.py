@@ -694,5 +694,78 @@ class CostParsing(unittest.TestCase):
             leader.wait()
 
 
+class H3Bench(unittest.TestCase):
+    """bench/run --h3: h3-load's line, medians, ratios to Caddy and the quinn peer, the targets."""
+
+    def load(self, rps, cpu_us, p99_us=900, errors=0, load_cpu=95.0, udp_drops=0):
+        return {"rps": rps, "cpu_us": cpu_us, "user_us": cpu_us * 0.8, "sys_us": cpu_us * 0.2, "p50_us": 400,
+                "p99_us": p99_us, "errors": errors, "load_cpu": load_cpu, "udp_drops": udp_drops}
+
+    def test_h3_load_line(self):
+        from h3bench import parse_h3_load
+        out = 'noise\n{"requests": 3000, "rps": 1000.0, "p99_us": 900, "errors": 0, "non_2xx": 0}\n'
+        self.assertEqual(parse_h3_load(out)["requests"], 3000)
+        for bad in ("", "not json\n"):
+            with self.assertRaises(BenchError):
+                parse_h3_load(bad)
+
+    def test_table_ratios_and_targets(self):
+        from h3bench import summarize, table_cells, target_lines
+        loads = {"ours": [self.load(60000, 10.0), self.load(50000, 12.0, errors=2),
+                          self.load(55000, 11.0, udp_drops=7)],
+                 "caddy": [self.load(20000, 20.0, p99_us=5000)],
+                 "h3-quinn": [self.load(70000, 10.0, load_cpu=99.4)]}
+        idles = {"ours": [{"per_conn": 20 * 1024, "open": 1000}], "caddy": [{"per_conn": 90 * 1024, "open": 999}]}
+        summary = summarize(loads, idles)
+        header, cells = table_cells(summary)
+        self.assertEqual(header, ["server", "req/s", "CPU µs/req", "p50 ms", "p99 ms", "errors", "UDP drops",
+                                  "load CPU", "idle KiB/conn", "CPU vs caddy", "CPU vs h3-quinn", "req/s vs caddy"])
+        self.assertEqual(cells[0], ["ours", "55000", "11.00 (10.00-12.00)", "0.40", "0.90", "2", "7", "95%", "20.0",
+                                    "0.55x", "1.10x", "2.75x"])
+        self.assertEqual(cells[1], ["caddy", "20000", "20.00", "0.40", "5.00", "0", "0", "95%", "90.0", "", "2.00x",
+                                    ""])
+        self.assertEqual(cells[2][7:], ["99%", "-", "0.50x", "", "3.50x"])
+        self.assertEqual(target_lines(summary), [
+            "- CPU per request <= 0.67x caddy's: 0.55x, met",
+            "- CPU per request <= 1x h3-quinn's: 1.10x, NOT met",
+            "- requests per second >= 1x caddy's: 2.75x, met"])
+        self.assertEqual(target_lines(summarize({"ours": loads["ours"]}, {}))[0],
+                         "- CPU per request <= 0.67x caddy's: not measured")
+
+    def test_udp_counters(self):
+        from h3bench import parse_snmp_udp
+        text = ("Ip: Forwarding\nIp: 1\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n"
+                "Udp: 742263 12 2916 745243 2916 3\nUdpLite: InDatagrams\nUdpLite: 0\n")
+        self.assertEqual(parse_snmp_udp(text)["RcvbufErrors"], 2916)
+        self.assertEqual(parse_snmp_udp(text)["SndbufErrors"], 3)
+        self.assertEqual(parse_snmp_udp("Ip: 1\n"), {})
+
+    def test_calls_column_only_when_counted(self):
+        from h3bench import summarize, table_cells
+        header, cells = table_cells(summarize({"ours": [dict(self.load(1000, 5.0), calls=1.5)]}, {}))
+        self.assertEqual(header[3], "calls/req")
+        self.assertEqual(cells[0][3], "1.50")
+
+    def test_caddyfile_serves_the_route_on_loopback(self):
+        from h3bench import caddyfile
+        text = caddyfile("/w/cert.pem", "/w/key.pem", 19610)
+        for part in ("https://:19610 {", "bind 127.0.0.1", "tls /w/cert.pem /w/key.pem",
+                     'respond /plaintext "Hello, World!" 200', "admin off", "auto_https disable_redirects"):
+            self.assertIn(part, text)
+
+    def test_options(self):
+        from h3bench import parse_args
+        args = parse_args(["--h3", "--rounds", "1", "--duration", "3", "--only", "caddy,ours"])
+        self.assertEqual((args.rounds, args.duration, args.rows), (1, 3, ["ours", "caddy"]))
+        self.assertTrue(args.no_perf)
+        self.assertFalse(parse_args(["--calls"]).no_perf)
+        for argv in (["--only", "nginx"], ["--rounds", "0"], ["--server-cpu", "1", "--load-cpu", "1"],
+                     ["--idle-conns", "-1"], ["--caddy-version", "2.11.9"], ["--streams", "0"]):
+            with self.assertRaises(SystemExit) as stop, redirect_stdout(io.StringIO()), \
+                    mock.patch("sys.stderr", io.StringIO()):
+                parse_args(argv)
+            self.assertEqual(stop.exception.code, 2)
+
+
 if __name__ == "__main__":
     unittest.main()
