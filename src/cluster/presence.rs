@@ -321,6 +321,17 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_names_the_other_server() {
+        let other = claim(1, 1_765_000_000_123, true);
+        assert_eq!(
+            taken_message("web-1", &other),
+            "node name \"web-1\" is taken: another server in the cluster uses it (host box, \
+             pid 4242, listening on 127.0.0.1:9000, started 1765000000123 ms after the epoch); \
+             give each server its own --node"
+        );
+    }
+
+    #[test]
     fn the_name_goes_to_the_holder_then_the_elder_then_the_smaller_nonce() {
         let holder = claim(9, 500, true);
         let elder = claim(9, 100, false);
@@ -342,8 +353,10 @@ mod tests {
     fn taken_is_final_and_unreachable_only_follows_pending() {
         let presence = Presence::new();
         assert_eq!(presence.verdict(), Verdict::Pending);
+        assert!(!presence.joined());
         presence.set(Verdict::Unreachable);
         assert_eq!(presence.verdict(), Verdict::Unreachable);
+        assert!(!presence.joined(), "not reached is not held");
         presence.set(Verdict::Joined);
         assert!(presence.joined());
         presence.set(Verdict::Unreachable);
@@ -355,6 +368,7 @@ mod tests {
         assert!(!presence.is_taken());
         presence.set(Verdict::Taken("x".into()));
         assert!(presence.is_taken());
+        assert!(!presence.joined(), "taken is not held");
         presence.set(Verdict::Joined);
         presence.set(Verdict::Taken("y".into()));
         assert_eq!(presence.verdict(), Verdict::Taken("x".into()));
