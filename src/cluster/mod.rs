@@ -386,3 +386,43 @@ pub(crate) fn refusal_response(error: &SendError) -> ActorResponse {
 pub(crate) fn failure(status: u16, why: &str) -> ActorResponse {
     ActorResponse::failure(status, why)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::presence::Verdict;
+    use crate::nats::url::NatsUrl;
+
+    fn cluster() -> Cluster {
+        let url = NatsUrl::parse("nats://127.0.0.1:4222").expect("a URL");
+        let config = ClusterConfig::new(vec![url], "a");
+        let metrics = Arc::new(ClusterMetrics::new(1));
+        let port = LinkPort::new(1024, Arc::clone(&metrics), Box::new(|| {}));
+        let listen = "127.0.0.1:9000".to_string();
+        Cluster::new(config, vec![Arc::new(port)], Vec::new(), metrics, listen).expect("a cluster")
+    }
+
+    #[test]
+    fn the_claim_says_whether_the_name_is_held() {
+        let cluster = cluster();
+        let asking = cluster.claim();
+        assert!(!asking.joined);
+        assert_eq!(asking.pid, std::process::id());
+        assert_eq!(asking.listen, "127.0.0.1:9000");
+        assert_eq!(asking.host, crate::config::host_node_name());
+        cluster.presence().set(Verdict::Joined);
+        let held = cluster.claim();
+        assert!(
+            held.joined,
+            "a holder says so, and outranks an elder asking"
+        );
+        assert_eq!(
+            Claim {
+                joined: false,
+                ..held
+            },
+            asking,
+            "the rest is the same"
+        );
+    }
+}
