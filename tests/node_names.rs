@@ -184,6 +184,14 @@ fn servers_that_meet_once_nats_is_up_keep_one_in_the_cluster(dispatch: Dispatch)
         assert!(Instant::now() < deadline, "the one taken is still linked");
         std::thread::sleep(Duration::from_millis(5));
     }
+    // And gone from NATS: only the holder asks for or answers on the name.
+    while nats.subscribers("upc.n.a") != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the one taken still holds its connection"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let label = match std::ptr::eq(stays, &first) {
         true => "first",
         false => "second",
