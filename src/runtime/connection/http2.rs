@@ -455,9 +455,10 @@ impl Connection {
         }
     }
 
-    /// Speaking HTTP/2: the streams open.
+    /// Speaking HTTP/2: the streams open but WebSockets (which, as over
+    /// HTTP/1.1, are no request a close cuts short).
     pub(super) fn http2_open_streams(&self) -> Option<usize> {
-        self.http2.as_deref().map(|h2| h2.session.open_streams())
+        self.http2.as_deref().map(|h2| h2.session.open_requests())
     }
 
     /// An HTTP/2 connection is over: its calls end (answers that still
