@@ -451,6 +451,28 @@ fn the_client_ends_the_stream(dispatch: Dispatch) {
     get_root(&mut client, fixture.scheme());
 }
 
+/// A broken rule on a stream (an unmasked frame, a reserved opcode, text
+/// that is not UTF-8) gets the close RFC 6455 prescribes and the stream's
+/// end, whatever follows it; the connection serves on.
+fn broken_rules_end_the_stream_with_their_close(dispatch: Dispatch) {
+    let fixture = Fixture::new(dispatch, Over::H2c, "broken", config(dispatch));
+    let mut client = fixture.client();
+    let cases: [(Vec<u8>, u16); 3] = [
+        (unmasked(0x81, b"not masked"), 1002),
+        (masked(0x83, b"reserved"), 1002),
+        (masked(0x81, &[0xff, 0xfe]), 1007),
+    ];
+    for (frame, code) in cases {
+        let mut ws = fixture.open(&mut client, "/ws", &[]).websocket.unwrap();
+        let mut bytes = frame;
+        bytes.extend_from_slice(&masked(0x81, b"after"));
+        client.ws_send(&mut ws, &bytes);
+        assert_eq!(client.ws_outcome(&mut ws), Ok(close_frame(code)));
+        assert_eq!(fixture.closed(), Closed::ProtocolError(code));
+    }
+    get_root(&mut client, fixture.scheme());
+}
+
 /// A drain closes a WebSocket on a stream with 1001; once the client
 /// answers, the stream ends and so does the connection.
 fn a_drain_closes_websockets_with_1001(dispatch: Dispatch) {
@@ -638,6 +660,7 @@ in_both_modes!(
     permessage_deflate_is_agreed_over_http2,
     refusals_are_clear,
     the_client_ends_the_stream,
+    broken_rules_end_the_stream_with_their_close,
     a_drain_closes_websockets_with_1001,
     the_access_log_says_connect_over_http2,
 );

@@ -256,6 +256,30 @@ mod tests {
         );
     }
 
+    /// An extended CONNECT is the upgrade it means: a GET of its path, its
+    /// fields but a key of its own, then the upgrade's fields and the key
+    /// the handshake's check wants.
+    #[test]
+    fn an_extended_connect_is_the_upgrade_it_means() {
+        let request = http::Request::builder()
+            .method("CONNECT")
+            .uri("https://example.com/chat?room=1")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .header("sec-websocket-extensions", "permessage-deflate")
+            .header("content-length", "0")
+            .body(())
+            .unwrap();
+        let mut out = BytesMut::from(&b"left over"[..]);
+        write_extended_connect(&head(request), &mut out);
+        assert_eq!(
+            &out[..],
+            b"GET /chat?room=1 HTTP/1.1\r\nhost: example.com\r\nsec-websocket-version: 13\r\n\
+              sec-websocket-extensions: permessage-deflate\r\nupgrade: websocket\r\n\
+              connection: upgrade\r\nsec-websocket-key: AAAAAAAAAAAAAAAAAAAAAA==\r\n\r\n"
+        );
+    }
+
     #[test]
     fn a_response_is_said_the_http2_way() {
         let written = Bytes::from_static(

@@ -107,6 +107,11 @@ impl Http2WebSockets {
         for key in keys {
             moved |= self.feed(key, session, run);
         }
+        // What the clients have read since: the mail's limit counts what
+        // they have not.
+        for (&key, ws) in &self.open {
+            ws.note_unsent(session.tunnel_unsent(key));
+        }
         moved
     }
 
