@@ -17,10 +17,10 @@ use common::h2client::{Connected, H2Client, H2WebSocket};
 use common::tls::Certificates;
 use common::{assert_response, config, start_with, Client, Failures};
 use flate2::{Compress, Compression, FlushCompress};
-use uppercut_mio_server::uppercut::api::Envelope;
+use uppercut_mio_server::uppercut::api::{AnyActor, AnySender, Envelope};
 use uppercut_mio_server::{
-    Closed, Config, Dispatch, Message, Outgoing, Routes, Server, WebSocket, WsContext, WsDeflate,
-    WsHandle,
+    ActorRequest, Closed, Config, Dispatch, Message, Method, Outgoing, Routes, Server, WebSocket,
+    WsContext, WsDeflate, WsHandle,
 };
 
 /// A frame head: `first` (FIN, RSV1, opcode) and the shortest encoding of
@@ -492,6 +492,63 @@ fn a_drain_closes_websockets_with_1001(dispatch: Dispatch) {
     );
 }
 
+/// Keeps every request it gets, unanswered.
+struct Hold(Vec<ActorRequest>);
+
+impl AnyActor for Hold {
+    fn receive(&mut self, envelope: Envelope, _sender: &mut dyn AnySender) {
+        if let Ok(request) = envelope.message.downcast::<ActorRequest>() {
+            self.0.push(*request);
+        }
+    }
+}
+
+/// A drain whose grace runs out: a WebSocket stream still open (its client
+/// ignored the 1001) is no request cut short, as over HTTP/1.1, so the
+/// shutdown reports every request answered; a stream awaiting its actor
+/// is one, and the shutdown says so.
+fn a_drain_cuts_short_requests_not_websockets(dispatch: Dispatch) {
+    let routes = || {
+        let (closed, _) = mpsc::channel();
+        routes(closed, &Failures::default())
+            .actor(&[Method::Get], "/held", "hold")
+            .spawn("hold", Hold(Vec::new()))
+    };
+    let server = start_with(&config(dispatch), routes());
+    let mut client = H2Client::plain(server.local_addr());
+    let mut ws = client
+        .extended_connect(
+            "http",
+            "websocket",
+            "/ws",
+            &[("sec-websocket-version", "13")],
+        )
+        .websocket
+        .unwrap();
+    echo(&mut client, &mut ws, 0x81, b"open");
+    assert!(
+        server.shutdown(Duration::from_millis(300)),
+        "a WebSocket left open is no request cut short"
+    );
+    let server = start_with(&config(dispatch), routes());
+    let mut client = H2Client::plain(server.local_addr());
+    let held = client.send_only(
+        http::Request::builder()
+            .uri("http://localhost/held")
+            .body(())
+            .unwrap(),
+        b"",
+    );
+    // The held request's stream is open, awaiting its actor, once a
+    // stream opened after it is answered.
+    get_root(&mut client, "http");
+    assert!(
+        !server.shutdown(Duration::from_millis(300)),
+        "a request awaiting its actor is cut short"
+    );
+    drop(held);
+}
+
 /// The access log names the extended CONNECT as the client sent it, over
 /// `HTTP/2.0`, with its `200`.
 fn the_access_log_says_connect_over_http2(dispatch: Dispatch) {
@@ -650,7 +707,46 @@ fn a_stream_that_is_not_read_is_cut_at_the_outbound_limit(dispatch: Dispatch) {
     get_root(&mut client, "http");
 }
 
+/// A WebSocket stream whose client reads nothing, with less than the
+/// outbound limit waiting, makes no progress: the write timeout ends the
+/// connection (`GOAWAY`, then the close), as for a response's body, and
+/// the actor learns it was cut.
+fn a_stream_that_is_not_read_meets_the_write_timeout(dispatch: Dispatch) {
+    let (told, tells) = mpsc::channel();
+    let routes = Routes::standard().websocket("/flood", move |_| Flooder { told: told.clone() });
+    let mut settings = config(dispatch);
+    settings.timeouts.write = Duration::from_millis(300);
+    settings.timeouts.sweep = Duration::from_millis(50);
+    let server = start_with(&settings, routes);
+    let mut client = H2Client::plain(server.local_addr());
+    let connected = client.extended_connect(
+        "http",
+        "websocket",
+        "/flood",
+        &[("sec-websocket-version", "13")],
+    );
+    assert_eq!(connected.answer.status, 200);
+    let next = || {
+        tells
+            .recv_timeout(common::IO_TIMEOUT)
+            .expect("the actor tells")
+    };
+    let Told::Opened(handle) = next() else {
+        panic!("not opened first");
+    };
+    // Two floods: more than the client's window (65,535) lets go.
+    for _ in 0..2 {
+        assert!(handle.mail(Envelope::of(Flood)));
+        assert!(matches!(next(), Told::Flooded));
+    }
+    // The client reads nothing from here on.
+    let closed = next();
+    assert!(matches!(closed, Told::Closed(Closed::Cut)), "{closed:?}");
+    client.wait_for_end();
+}
+
 in_both_modes!(
+    a_stream_that_is_not_read_meets_the_write_timeout,
     a_quiet_client_is_pinged_then_closed,
     a_stream_that_is_not_read_is_cut_at_the_outbound_limit,
     echoes_over_h2c,
@@ -663,4 +759,5 @@ in_both_modes!(
     broken_rules_end_the_stream_with_their_close,
     a_drain_closes_websockets_with_1001,
     the_access_log_says_connect_over_http2,
+    a_drain_cuts_short_requests_not_websockets,
 );
