@@ -621,8 +621,8 @@ impl Session {
             Phase::Tunnel(tunnel) => match tunnel.poll(task) {
                 Step::Open => {}
                 Step::InputEnded => self.tunnel_events.push(TunnelEvent::InputEnded(key)),
+                // Not one of `resets`: a WebSocket's stream was answered.
                 Step::Reset => {
-                    self.resets += 1;
                     self.tunnel_events.push(TunnelEvent::Reset(key));
                     self.end(key);
                 }
