@@ -608,8 +608,16 @@ fn a_quiet_client_is_pinged_then_closed(dispatch: Dispatch) {
     let mut ws = fixture.open(&mut client, "/ws", &[]).websocket.unwrap();
     assert_eq!(client.ws_read(&mut ws, 2), unmasked(0x89, b""));
     client.ws_send(&mut ws, &masked(0x8a, b""));
+    let answered = std::time::Instant::now();
     assert_eq!(client.ws_read(&mut ws, 2), unmasked(0x89, b""));
     client.wait_for_end();
+    // Heard last when the pong came: pinged a timeout later, ended a
+    // timeout after that (the server read the pong after it went).
+    let quiet = answered.elapsed();
+    assert!(
+        quiet >= Duration::from_millis(580),
+        "ended {quiet:?} after the pong, not two keep-alive timeouts"
+    );
     assert_eq!(fixture.closed(), Closed::Cut);
 }
 
