@@ -228,9 +228,15 @@ for key in "${groups[@]}"; do
     echo "scripts/mutants.sh: started $(date -u +%FT%TZ)"
     # cargo-mutants exits 2 when mutants were missed, 3 on timeouts: both are
     # results here, not failures of the run.
+    # As --cargo-arg (-C), not after --: arguments after -- reach only the
+    # test phase, and the build phase would build every test binary.
+    cargo_args=()
+    for arg in "${test_args[@]}"; do
+        cargo_args+=(-C "$arg")
+    done
     status=0
     cargo mutants --jobs 1 --copy-target=true --output "$dir" "${iterate[@]}" \
-        "${diff_args[@]}" "${shard[@]}" "${file_args[@]}" -- "${test_args[@]}" || status=$?
+        "${diff_args[@]}" "${shard[@]}" "${file_args[@]}" "${cargo_args[@]}" || status=$?
     if ((status != 0 && status != 2 && status != 3)); then
         echo "scripts/mutants.sh: cargo mutants failed (exit $status)" >&2
         exit "$status"
