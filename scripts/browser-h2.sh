@@ -13,11 +13,15 @@
 # openssl, and checks: each image decoded at its size, each script ran,
 # and performance.getEntries() has the page and the 100 files, each with
 # nextHopProtocol "h2"; the server's access log has each of the 101
-# requests, as HTTP/2.0 with 200. Exits 1 if any check fails. About ten
-# seconds once set up.
+# requests, as HTTP/2.0 with 200. Then, on that page, two members join the
+# chat room (wss://.../chat) and one speaks: both must hear it, and the
+# access log must have the two WebSockets as "CONNECT /chat HTTP/2.0" 200,
+# that is, over the page's HTTP/2 connection (RFC 8441), not an HTTP/1.1
+# upgrade (--no-websocket: skip this part). Exits 1 if any check fails.
+# About ten seconds once set up.
 #
 #   scripts/browser-h2.sh [--no-build] [--debug] [--dispatch local|system]
-#                         [--screenshot PNG]
+#                         [--screenshot PNG] [--no-websocket]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +30,9 @@ BUILD=1
 PROFILE=release
 DISPATCH=local
 SCREENSHOT=
+WEBSOCKET=1
 usage() {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
 }
 while (($#)); do
     case "$1" in
@@ -35,6 +40,7 @@ while (($#)); do
     --debug) PROFILE=debug ;;
     --dispatch) DISPATCH="${2:?--dispatch needs local or system}"; shift ;;
     --screenshot) SCREENSHOT="${2:?--screenshot needs a file name}"; shift ;;
+    --no-websocket) WEBSOCKET=0 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "browser-h2.sh: unknown option: $1 (try --help)" >&2; exit 2 ;;
     esac
@@ -161,7 +167,7 @@ mkdir "$WORK/profile"
 # Selenium Manager is not needed (both paths are given): no downloads, no
 # usage statistics.
 SE_OFFLINE=true SE_AVOID_STATS=true "$VENV/bin/python" - "https://127.0.0.1:$PORT/" \
-    "$WORK/profile" "$WORK/access.log" "$CHROMIUM" "$CHROMEDRIVER" "$SCREENSHOT" <<'PY'
+    "$WORK/profile" "$WORK/access.log" "$CHROMIUM" "$CHROMEDRIVER" "$SCREENSHOT" "$WEBSOCKET" <<'PY'
 import re
 import sys
 import time
@@ -169,7 +175,8 @@ import time
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-url, profile, access_log, chromium, chromedriver, screenshot = sys.argv[1:7]
+url, profile, access_log, chromium, chromedriver, screenshot, websocket = sys.argv[1:8]
+websocket = websocket == "1"
 wanted = [f"/img/{n:03}.png" for n in range(50)] + [f"/js/{n:03}.js" for n in range(50)]
 
 options = webdriver.ChromeOptions()
@@ -194,6 +201,35 @@ try:
     """)
     if screenshot:
         driver.save_screenshot(screenshot)
+    chat = None
+    if websocket:
+        # Two members of the room at /chat, on the page's origin: once both
+        # are open, the first speaks; each must hear it (the room sends to
+        # every member, the speaker too).
+        driver.set_script_timeout(20)
+        chat = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            const url = 'wss://' + location.host + '/chat';
+            const said = 'hello over h2 ' + Date.now();
+            const heard = [[], []];
+            const members = [new WebSocket(url), new WebSocket(url)];
+            let open = 0, finished = false;
+            const finish = error => finished || (finished = true) && done({said, heard, error,
+                states: members.map(m => m.readyState),
+                extensions: members.map(m => m.extensions)});
+            setTimeout(() => finish('timed out'), 15000);
+            members.forEach((member, i) => {
+                member.onerror = () => finish('member ' + i + ' failed');
+                member.onmessage = event => {
+                    heard[i].push(event.data);
+                    if (heard.every(h => h.includes(said))) {
+                        members.forEach(m => m.close(1000));
+                        finish(null);
+                    }
+                };
+                member.onopen = () => { if (++open === 2) members[0].send(said); };
+            });
+        """)
 finally:
     driver.quit()
 
@@ -219,18 +255,30 @@ if not_h2:
 protocols = sorted({e[2] for e in entries})
 statuses = sorted({e[3] for e in entries})
 
+if chat is not None:
+    if chat["error"] or not all(chat["said"] in h for h in chat["heard"]):
+        problems.append(f"chat: {chat}")
+
 # The server's side: one access log line per request, as HTTP/2.0 with 200.
 # Lines are written as each response goes; give the last ones a moment.
 served = {}
+chats = []
 for _ in range(50):
     served = {}
+    chats = []
     for line in open(access_log, encoding="utf-8", errors="replace"):
         m = re.search(r'"GET (\S+) (HTTP/[0-9.]+)" (\d{3}) ', line)
         if m:
             served[m.group(1)] = (m.group(2), m.group(3))
-    if all(path in served for path in ["/"] + wanted):
+        m = re.search(r'"(GET|CONNECT) /chat (HTTP/[0-9.]+)" (\d{3}) ', line)
+        if m:
+            chats.append(m.groups())
+    if all(path in served for path in ["/"] + wanted) and (not websocket or len(chats) >= 2):
         break
     time.sleep(0.1)
+if websocket and chats != [("CONNECT", "HTTP/2.0", "200")] * 2:
+    problems.append(f"the chat WebSockets were not logged as two CONNECT over HTTP/2.0 "
+                    f"answered 200: {chats}")
 not_logged = [p for p in ["/"] + wanted if served.get(p) != ("HTTP/2.0", "200")]
 if not_logged:
     problems.append(f"{len(not_logged)} requests not logged as HTTP/2.0 200: "
@@ -240,6 +288,9 @@ print(f"browser-h2.sh: {len(page['images'])} images decoded, {len(page['scripts'
       f"{len(navigation)} navigation and {len(resources)} resource entries, "
       f"nextHopProtocol {protocols}, responseStatus {statuses}; "
       f"{sum(1 for v in served.values() if v == ('HTTP/2.0', '200'))} HTTP/2.0 200 lines in the access log")
+if chat is not None:
+    print(f"browser-h2.sh: chat over wss: {len(chat['heard'][0])} and {len(chat['heard'][1])} "
+          f"messages heard, error {chat['error']}; access log: {chats}")
 for problem in problems:
     print(f"browser-h2.sh: FAIL {problem}")
 print("browser-h2.sh: " + ("FAIL" if problems else "PASS"))

@@ -87,7 +87,7 @@ tests_for() {
     src/runtime/timeouts.rs) echo "--lib --test reliability --test metrics --test actor_routes" ;;
     src/runtime/balance.rs) echo "--lib --test balance" ;;
     src/runtime/wakeup.rs) echo "--lib --test liveness --test balance" ;;
-    src/request_stream/*) echo "--lib --test property --test http --test rfc --test errors" ;;
+    src/request_stream/*) echo "--lib --test property --test http --test rfc --test errors --test websocket_h2" ;;
     src/routes/table.rs | src/routes/actor.rs) echo "--lib --test routes --test actor_routes" ;;
     src/routes/path_pattern.rs) echo "--lib --test path_params --test routes" ;;
     src/net/* | src/runtime/connection/socket_io.rs)
@@ -95,14 +95,17 @@ tests_for() {
         ;;
     src/tls/*) echo "--lib --test tls --test tls_files" ;;
     src/ws/* | src/websocket/* | src/runtime/connection/websocket.rs)
-        echo "--lib --test websocket --test websocket_deflate --test integrity"
+        echo "--lib --test websocket --test websocket_deflate --test integrity --test websocket_h2"
+        ;;
+    src/runtime/connection.rs | src/runtime/connection/http2*.rs | src/gateway/*)
+        echo "--lib --test http2 --test websocket_h2 --test websocket"
         ;;
     src/cluster/* | src/nats/* | src/actors/placed.rs | src/actors/remote.rs)
         echo "--lib --test cluster --test placed --test node_names"
         ;;
-    src/http2/*) echo "--lib --test http2 --test http2_limits" ;;
+    src/http2/*) echo "--lib --test http2 --test http2_limits --test websocket_h2" ;;
     src/h3/* | src/http3/*) echo "--lib --test http3" ;;
-    src/observe/*) echo "--lib --test metrics" ;;
+    src/observe/*) echo "--lib --test metrics --test websocket_h2" ;;
     src/routes/cors.rs | src/routes/middleware.rs | src/routes/https_redirect.rs)
         echo "--lib --test middleware"
         ;;
@@ -225,9 +228,15 @@ for key in "${groups[@]}"; do
     echo "scripts/mutants.sh: started $(date -u +%FT%TZ)"
     # cargo-mutants exits 2 when mutants were missed, 3 on timeouts: both are
     # results here, not failures of the run.
+    # As --cargo-arg (-C), not after --: arguments after -- reach only the
+    # test phase, and the build phase would build every test binary.
+    cargo_args=()
+    for arg in "${test_args[@]}"; do
+        cargo_args+=(-C "$arg")
+    done
     status=0
     cargo mutants --jobs 1 --copy-target=true --output "$dir" "${iterate[@]}" \
-        "${diff_args[@]}" "${shard[@]}" "${file_args[@]}" -- "${test_args[@]}" || status=$?
+        "${diff_args[@]}" "${shard[@]}" "${file_args[@]}" "${cargo_args[@]}" || status=$?
     if ((status != 0 && status != 2 && status != 3)); then
         echo "scripts/mutants.sh: cargo mutants failed (exit $status)" >&2
         exit "$status"

@@ -40,12 +40,33 @@ pub(crate) fn write_request(head: &http::request::Parts, body: &[u8], out: &mut 
     out.put_slice(body);
 }
 
+/// The `Sec-WebSocket-Key` an extended CONNECT is said with: RFC 8441 has
+/// no key (the stream is the proof the client asked), and the upgrade the
+/// request stream checks needs one; its accept value is never sent.
+const EXTENDED_CONNECT_KEY: &[u8] = b"AAAAAAAAAAAAAAAAAAAAAA==";
+
+/// Writes into `out` the HTTP/1.1 upgrade an extended CONNECT for a
+/// WebSocket (RFC 8441 §4) means: a `GET` of its `:path` asking to upgrade,
+/// with its fields (`Sec-WebSocket-Version`, `-Extensions`, `-Protocol`);
+/// a key the client sent anyway is left out, for the one above.
+pub(crate) fn write_extended_connect(head: &http::request::Parts, out: &mut BytesMut) {
+    write_fields_as("GET", head, out);
+    out.put_slice(b"upgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-key: ");
+    out.put_slice(EXTENDED_CONNECT_KEY);
+    out.put_slice(b"\r\n\r\n");
+}
+
 /// Writes into `out` the request line and the fields of the HTTP/1.1
 /// request `head` means, but its length: what is left is the
 /// `Content-Length` (if any), the blank line and the body.
 fn write_fields(head: &http::request::Parts, out: &mut BytesMut) {
+    write_fields_as(head.method.as_str(), head, out);
+}
+
+/// As [`write_fields`], with `method` for the head's.
+fn write_fields_as(method: &str, head: &http::request::Parts, out: &mut BytesMut) {
     out.clear();
-    out.put_slice(head.method.as_str().as_bytes());
+    out.put_slice(method.as_bytes());
     out.put_u8(b' ');
     let target = head
         .uri
@@ -68,6 +89,9 @@ fn write_fields(head: &http::request::Parts, out: &mut BytesMut) {
             "host" if authority.is_some() => continue,
             // A body's length is the data's; and no interim response.
             "content-length" | "expect" => continue,
+            // HTTP/2 has no key (RFC 8441 §5); an extended CONNECT's is
+            // written after the fields.
+            "sec-websocket-key" => continue,
             "cookie" => {
                 cookies += 1;
                 continue;
@@ -229,6 +253,30 @@ mod tests {
         assert_eq!(
             &out[..],
             b"PUT /up HTTP/1.1\r\nhost: a\r\ncontent-length: 5000000\r\n\r\n"
+        );
+    }
+
+    /// An extended CONNECT is the upgrade it means: a GET of its path, its
+    /// fields but a key of its own, then the upgrade's fields and the key
+    /// the handshake's check wants.
+    #[test]
+    fn an_extended_connect_is_the_upgrade_it_means() {
+        let request = http::Request::builder()
+            .method("CONNECT")
+            .uri("https://example.com/chat?room=1")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .header("sec-websocket-extensions", "permessage-deflate")
+            .header("content-length", "0")
+            .body(())
+            .unwrap();
+        let mut out = BytesMut::from(&b"left over"[..]);
+        write_extended_connect(&head(request), &mut out);
+        assert_eq!(
+            &out[..],
+            b"GET /chat?room=1 HTTP/1.1\r\nhost: example.com\r\nsec-websocket-version: 13\r\n\
+              sec-websocket-extensions: permessage-deflate\r\nupgrade: websocket\r\n\
+              connection: upgrade\r\nsec-websocket-key: AAAAAAAAAAAAAAAAAAAAAA==\r\n\r\n"
         );
     }
 

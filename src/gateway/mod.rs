@@ -62,6 +62,28 @@ pub(crate) fn serve(
     serving: &Serving<'_>,
     response: &mut BytesMut,
 ) -> Served {
+    serve_on(stream_for(origin, serving), request, serving, response)
+}
+
+/// Serves the upgrade an HTTP/2 extended CONNECT means (written by
+/// `convert::write_extended_connect`): for a WebSocket (`websocket`), a
+/// WebSocket route answers `200` and leaves its actor in the stream
+/// (`RequestStream::take_upgrade`), any other route 404; another protocol,
+/// 501.
+pub(crate) fn serve_extended_connect(
+    request: &[u8],
+    websocket: bool,
+    origin: Origin,
+    serving: &Serving<'_>,
+    response: &mut BytesMut,
+) -> Served {
+    let mut stream = stream_for(origin, serving);
+    stream.set_extended_connect(websocket);
+    serve_on(stream, request, serving, response)
+}
+
+/// A request stream for one stream of a connection from `origin`.
+fn stream_for(origin: Origin, serving: &Serving<'_>) -> RequestStream {
     let mut stream = RequestStream::default();
     stream.set_peer(origin.peer);
     stream.set_secure(origin.secure);
@@ -76,6 +98,16 @@ pub(crate) fn serve(
     if let Some(metrics) = serving.metrics {
         stream.count_to(Arc::clone(metrics));
     }
+    stream
+}
+
+/// Serves `request` with `stream`.
+fn serve_on(
+    mut stream: RequestStream,
+    request: &[u8],
+    serving: &Serving<'_>,
+    response: &mut BytesMut,
+) -> Served {
     response.clear();
     stream.feed(request, serving.routes, serving.date, response);
     match stream.take_call() {

@@ -11,7 +11,12 @@
 //! data. So every route (canned, handler, actor, static, `/io`, errors,
 //! `HEAD`, `--header` fields) answers over HTTP/2 as it does over HTTP/1.1,
 //! and streams whose actors are slow wait each on its own.
+//!
+//! An extended CONNECT for a WebSocket (RFC 8441) is answered the same way,
+//! as the upgrade it means; its stream then becomes a tunnel (`tunnel`)
+//! whose bytes the connection's WebSocket session reads and writes.
 
 pub(crate) mod hpack_check;
 pub(crate) mod pipe;
 pub(crate) mod session;
+mod tunnel;

@@ -39,7 +39,8 @@ pub(crate) use crate::gateway::Serving;
 use crate::gateway::{Origin, Protocol, Served};
 use crate::http2::hpack_check;
 use crate::http2::pipe::{Flag, Pipe};
-use crate::request_stream::{Call, CallEnd, RequestStream};
+use crate::http2::tunnel::{Step, Tunnel};
+use crate::request_stream::{Call, CallEnd, RequestStream, Upgraded};
 
 /// What `h2` is told to allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,8 +91,23 @@ enum Phase {
         send: SendStream<Bytes>,
         body: Bytes,
     },
+    /// A WebSocket's frames, both ways (RFC 8441).
+    Tunnel(Box<Tunnel>),
     /// Answered, or reset.
     Done,
+}
+
+/// What happened to the WebSocket streams, in order: the connection
+/// opens, feeds and ends their sessions by these.
+#[derive(Debug)]
+pub(crate) enum TunnelEvent {
+    /// An extended CONNECT was answered `200`: the stream is this actor's.
+    Opened(usize, Upgraded),
+    /// The client ended its side of the stream (its input, taken first,
+    /// is the last).
+    InputEnded(usize),
+    /// The stream was reset and is gone.
+    Reset(usize),
 }
 
 struct Stream {
@@ -151,6 +167,8 @@ pub(crate) struct Session {
     /// A header block did not decompress: once `h2` has taken everything
     /// before it, `GOAWAY COMPRESSION_ERROR` (RFC 9113 §4.3).
     undecodable: bool,
+    /// What happened to WebSocket streams since the connection last took.
+    tunnel_events: Vec<TunnelEvent>,
 }
 
 impl Session {
@@ -170,7 +188,9 @@ impl Session {
             .initial_window_size(limits.stream_window)
             .initial_connection_window_size(limits.connection_window)
             .max_pending_accept_reset_streams(limits.max_pending_resets)
-            .max_send_buffer_size(64 * 1024);
+            .max_send_buffer_size(64 * 1024)
+            // SETTINGS_ENABLE_CONNECT_PROTOCOL: WebSockets over streams.
+            .enable_connect_protocol();
         let flag = Arc::new(Flag::default());
         let mut session = Session {
             conn: Conn::Handshaking(builder.handshake(pipe.clone())),
@@ -194,6 +214,7 @@ impl Session {
             output: OutputWatch::default(),
             abort_pending: None,
             undecodable: false,
+            tunnel_events: Vec::new(),
         };
         session.feed(first, now_ms);
         session
@@ -284,11 +305,88 @@ impl Session {
             .any(|(_, s)| matches!(s.phase, Phase::Receiving { .. }))
     }
 
-    /// A response's body waits for the client's window.
+    /// A response's body, or a WebSocket's output, waits for the client's
+    /// window.
     pub(crate) fn is_sending(&self) -> bool {
+        self.streams.iter().any(|(_, s)| match &s.phase {
+            Phase::Sending { .. } => true,
+            Phase::Tunnel(tunnel) => tunnel.is_sending(),
+            _ => false,
+        })
+    }
+
+    /// Streams open that are not WebSockets.
+    pub(crate) fn open_requests(&self) -> usize {
         self.streams
             .iter()
-            .any(|(_, s)| matches!(s.phase, Phase::Sending { .. }))
+            .filter(|(_, s)| !matches!(s.phase, Phase::Tunnel(_)))
+            .count()
+    }
+
+    /// What happened to WebSocket streams since the last take.
+    pub(crate) fn take_tunnel_events(&mut self, into: &mut Vec<TunnelEvent>) {
+        into.append(&mut self.tunnel_events);
+    }
+
+    /// The WebSocket stream `key`.
+    fn tunnel(&mut self, key: usize) -> Option<&mut Tunnel> {
+        match &mut self.streams.get_mut(key)?.phase {
+            Phase::Tunnel(tunnel) => Some(tunnel),
+            _ => None,
+        }
+    }
+
+    /// Takes what the client sent on WebSocket stream `key` (empty when
+    /// nothing, or no such stream); its window reopens by as much.
+    pub(crate) fn tunnel_input(&mut self, key: usize) -> BytesMut {
+        let Some(tunnel) = self.tunnel(key) else {
+            return BytesMut::new();
+        };
+        let input = tunnel.take_input();
+        if !input.is_empty() {
+            // The WINDOW_UPDATE goes in the next round.
+            self.flag.wake_by_ref();
+        }
+        input
+    }
+
+    /// Queues `bytes` for the client on WebSocket stream `key`.
+    pub(crate) fn tunnel_send(&mut self, key: usize, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if let Some(tunnel) = self.tunnel(key) {
+            tunnel.send(bytes);
+            self.flag.wake_by_ref();
+        }
+    }
+
+    /// Bytes queued on WebSocket stream `key` that the client's window has
+    /// not let go yet.
+    pub(crate) fn tunnel_unsent(&self, key: usize) -> usize {
+        match self.streams.get(key).map(|s| &s.phase) {
+            Some(Phase::Tunnel(tunnel)) => tunnel.unsent(),
+            _ => 0,
+        }
+    }
+
+    /// The WebSocket on stream `key` is over: `END_STREAM` once its output
+    /// is out.
+    pub(crate) fn tunnel_finish(&mut self, key: usize) {
+        if let Some(tunnel) = self.tunnel(key) {
+            tunnel.finish();
+            self.flag.wake_by_ref();
+        }
+    }
+
+    /// The WebSocket on stream `key` is cut off (its client reads too
+    /// little): `RST_STREAM CANCEL` now, whatever is queued.
+    pub(crate) fn tunnel_cut(&mut self, key: usize) {
+        if let Some(tunnel) = self.tunnel(key) {
+            tunnel.reset(Reason::CANCEL);
+            self.end(key);
+            self.flag.wake_by_ref();
+        }
     }
 
     /// Streams open.
@@ -443,6 +541,9 @@ impl Session {
             respond,
             phase: Phase::Done,
         });
+        if let Some(protocol) = head.extensions.get::<h2::ext::Protocol>() {
+            return self.connect(key, &head, protocol.as_str() == "websocket", recv, serving);
+        }
         if recv.is_end_stream() {
             return self.serve(key, &head, b"", serving);
         }
@@ -517,7 +618,70 @@ impl Session {
                     self.end(key);
                 }
             }
+            Phase::Tunnel(tunnel) => match tunnel.poll(task) {
+                Step::Open => {}
+                Step::InputEnded => self.tunnel_events.push(TunnelEvent::InputEnded(key)),
+                // Not one of `resets`: a WebSocket's stream was answered.
+                Step::Reset => {
+                    self.tunnel_events.push(TunnelEvent::Reset(key));
+                    self.end(key);
+                }
+                Step::Finished => self.end(key),
+            },
             Phase::Done => self.end(key),
+        }
+    }
+
+    /// An extended CONNECT (RFC 8441 §4; `h2` has checked its pseudo-header
+    /// fields): served as the upgrade it means, and a WebSocket route's
+    /// `200` makes the stream a tunnel; another protocol is 501, as a
+    /// method the server does not implement (`gateway`).
+    fn connect(
+        &mut self,
+        key: usize,
+        head: &http::request::Parts,
+        websocket: bool,
+        recv: RecvStream,
+        serving: &Serving<'_>,
+    ) {
+        let origin = Origin {
+            peer: self.peer,
+            secure: self.secure,
+            protocol: Protocol::Http2,
+        };
+        gateway::write_extended_connect(head, &mut self.request);
+        let served = crate::gateway::serve_extended_connect(
+            &self.request,
+            websocket,
+            origin,
+            serving,
+            &mut self.response,
+        );
+        let mut stream = match served {
+            Served::Answered(stream) => stream,
+            // No route but a WebSocket's answers, and it makes no call.
+            Served::Calling(stream, _) => *stream,
+        };
+        let Some((upgraded, _)) = stream.take_upgrade() else {
+            // Refused (404, 426, 400): the response ends the stream.
+            return self.respond(key, stream, false);
+        };
+        let written = crate::gateway::written(stream, &mut self.response);
+        self.answered += 1;
+        let Ok(converted) = read_response(written, false) else {
+            self.streams[key].respond.send_reset(Reason::INTERNAL_ERROR);
+            return self.end(key);
+        };
+        match self.streams[key]
+            .respond
+            .send_response(converted.head, false)
+        {
+            Ok(send) => {
+                self.streams[key].phase = Phase::Tunnel(Box::new(Tunnel::new(recv, send)));
+                self.tunnel_events.push(TunnelEvent::Opened(key, upgraded));
+                self.flag.wake_by_ref();
+            }
+            Err(_) => self.end(key),
         }
     }
 

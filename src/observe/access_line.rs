@@ -50,6 +50,9 @@ pub(crate) struct AccessRecorder {
     /// The request came over HTTP/2 or HTTP/3 (as the HTTP/1.1 request it
     /// means): its line says this version (`HTTP/2.0`, `HTTP/3.0`).
     version: Option<&'static [u8]>,
+    /// The request is an HTTP/2 extended CONNECT (RFC 8441), served as the
+    /// upgrade it means: its line says `CONNECT`, as the client sent it.
+    extended_connect: bool,
 }
 
 /// A response written to the output whose line waits for it to be sent.
@@ -97,12 +100,19 @@ impl AccessRecorder {
             queued: 0,
             sent: 0,
             version: None,
+            extended_connect: false,
         }
     }
 
     /// The requests come over HTTP/2: their lines say so.
     pub(crate) fn over_http2(&mut self) {
         self.version = Some(b" HTTP/2.0");
+    }
+
+    /// The request is an HTTP/2 extended CONNECT, written as a `GET`
+    /// upgrade: its line says `CONNECT`.
+    pub(crate) fn extended_connect(&mut self) {
+        self.extended_connect = true;
     }
 
     /// The requests come over HTTP/3: their lines say so.
@@ -133,10 +143,19 @@ impl AccessRecorder {
         let request_line = request_line.strip_suffix(b"\r").unwrap_or(request_line);
         match self.version {
             Some(version) => {
-                let mut line = request_line
-                    .strip_suffix(b" HTTP/1.1")
-                    .unwrap_or(request_line)
-                    .to_vec();
+                let mut line = Vec::with_capacity(request_line.len() + 8);
+                let request_line = match self.extended_connect {
+                    true => {
+                        line.extend_from_slice(b"CONNECT");
+                        request_line.strip_prefix(b"GET").unwrap_or(request_line)
+                    }
+                    false => request_line,
+                };
+                line.extend_from_slice(
+                    request_line
+                        .strip_suffix(b" HTTP/1.1")
+                        .unwrap_or(request_line),
+                );
                 line.extend_from_slice(version);
                 self.begin(Some(&line));
             }

@@ -39,6 +39,20 @@ pub(super) struct Answer {
     chain: ChainIndex,
 }
 
+/// What answers an extended CONNECT: for a WebSocket, a WebSocket route,
+/// or a refusal; any other route's answer (a file, a handler, a method it
+/// does not take) is no tunnel, so 404 (the route exists for other
+/// requests, not for this one). A protocol other than `websocket` is one
+/// this server does not implement: 501.
+fn only_websockets(route: RouteAnswer, websocket: bool) -> RouteAnswer {
+    match route {
+        _ if !websocket => Err(ErrorStatus::NotImplemented),
+        Ok(Reply::WebSocket(..)) => route,
+        Ok(_) | Err(ErrorStatus::MethodNotAllowed) => Err(ErrorStatus::NotFound),
+        Err(status) => Err(status),
+    }
+}
+
 impl Answer {
     fn for_head(routes: &Routes, head: &RequestHead, raw_head: &[u8]) -> Answer {
         let (route, slot) = routes.answer_with_head(head, raw_head);
@@ -171,6 +185,11 @@ pub(super) struct Framer {
     /// While an actor route's answer is awaited, what its middleware's
     /// `after` hooks need (none without middleware).
     pub(super) after_call: Option<Box<AfterCall>>,
+    /// The request is an HTTP/2 extended CONNECT (RFC 8441), said as an
+    /// upgrade: for a WebSocket (`Some(true)`), only a WebSocket route
+    /// answers it, and with `200`, not `101`; for another protocol
+    /// (`Some(false)`), 501.
+    pub(super) extended_connect: Option<bool>,
 }
 
 impl Default for Framer {
@@ -189,6 +208,7 @@ impl Default for Framer {
             peer: None,
             secure: false,
             after_call: None,
+            extended_connect: None,
         }
     }
 }
@@ -291,7 +311,10 @@ impl Framer {
         if let Some(log) = &mut self.log {
             log.request(raw_head);
         }
-        let answer = Answer::for_head(routes, head, raw_head);
+        let mut answer = Answer::for_head(routes, head, raw_head);
+        if let Some(websocket) = self.extended_connect {
+            answer.route = only_websockets(answer.route, websocket);
+        }
         self.start_timing(answer.slot);
         if head.expect_continue {
             if Reply::is_refusal(&answer.route) {
@@ -477,7 +500,10 @@ impl Framer {
                 match upgrade::check(raw_head, routes.websocket_deflate_at(index)) {
                     Ok(accepted) => {
                         let start = to.out.len();
-                        upgrade::write_switching(&mut to, &accepted);
+                        match self.extended_connect {
+                            Some(_) => upgrade::write_established(&mut to, &accepted),
+                            None => upgrade::write_switching(&mut to, &accepted),
+                        }
                         self.written(&to.out[start..]);
                         self.responses += 1;
                         self.state = State::Upgraded;

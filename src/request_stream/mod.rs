@@ -103,6 +103,17 @@ impl RequestStream {
             )
     }
 
+    /// The request is an HTTP/2 extended CONNECT (RFC 8441), written as an
+    /// upgrade: for a WebSocket (`websocket`), a WebSocket route answers it
+    /// `200` (and [`RequestStream::take_upgrade`] gives its actor), any
+    /// other route 404; for another protocol, 501.
+    pub(crate) fn set_extended_connect(&mut self, websocket: bool) {
+        self.framer.extended_connect = Some(websocket);
+        if let Some(log) = &mut self.framer.log {
+            log.extended_connect();
+        }
+    }
+
     /// The requests come over TLS (`Request::is_secure`).
     pub(crate) fn set_secure(&mut self, secure: bool) {
         self.framer.secure = secure;

@@ -60,6 +60,22 @@ pub(super) fn check(raw_head: &[u8], deflate: Option<&WsDeflate>) -> Result<Acce
     Ok(Accepted { accept, deflate })
 }
 
+/// Writes the `200` that opens a WebSocket on an HTTP/2 stream (RFC 8441
+/// §5): no `Upgrade`, `Connection` or `Sec-WebSocket-Accept` (the stream
+/// is the tunnel, and no key was sent), the extension agreed as in a 101.
+/// The gateway sends it as the stream's headers, without `END_STREAM`.
+pub(super) fn write_established(to: &mut ResponseOut<'_>, accepted: &Accepted) {
+    to.put(b"HTTP/1.1 200 OK\r\nServer: ");
+    to.put(SERVER_NAME.as_bytes());
+    if let Some((_, answer)) = &accepted.deflate {
+        to.put(b"\r\nSec-WebSocket-Extensions: ");
+        to.put(answer.as_bytes());
+    }
+    to.put(b"\r\nDate: ");
+    to.persistence = crate::http::head::Persistence::KeepAlive;
+    to.put_date_and_end();
+}
+
 /// Writes the 101 that completes the handshake.
 pub(super) fn write_switching(to: &mut ResponseOut<'_>, accepted: &Accepted) {
     to.put(b"HTTP/1.1 101 Switching Protocols\r\nServer: ");

@@ -10,6 +10,7 @@
 //! served in one read allocates nothing.
 
 mod http2;
+mod http2_websocket;
 mod socket_io;
 mod websocket;
 
@@ -408,6 +409,7 @@ impl Connection {
     fn close(&mut self, sender: &mut dyn AnySender) {
         let unhandled = usize::from(self.mailbox.close());
         self.end_websocket(Some(&*sender));
+        self.http2_end_websockets(Some(&*sender));
         self.end();
         self.mode
             .detach(&self.shared, &mut self.transport, self.token, sender);

@@ -274,3 +274,173 @@ pub fn answer_of_http11(response: &[u8], head_only: bool) -> Answer {
         },
     }
 }
+
+/// A WebSocket on one stream of an [`H2Client`]'s connection (RFC 8441):
+/// the stream's two halves, after its `200`.
+pub struct H2WebSocket {
+    pub send: h2::SendStream<Bytes>,
+    pub recv: h2::RecvStream,
+    /// Received and not yet taken.
+    pending: Vec<u8>,
+    /// The server ended the stream (`END_STREAM`).
+    pub ended: bool,
+}
+
+/// How an extended CONNECT was answered: the answer's head (and body, if
+/// refused) and, when it was `200`, the WebSocket.
+pub struct Connected {
+    pub answer: Answer,
+    pub websocket: Option<H2WebSocket>,
+}
+
+impl H2Client {
+    /// Whether the server's SETTINGS said `SETTINGS_ENABLE_CONNECT_PROTOCOL
+    /// = 1` (RFC 8441 §3): known once any answer has come, since the
+    /// server's SETTINGS come first.
+    pub fn connect_protocol_enabled(&self) -> bool {
+        self.send.is_extended_connect_protocol_enabled()
+    }
+
+    /// Sends an extended CONNECT for `protocol` to `target` (`scheme` as
+    /// the connection is: `http` or `https`) with `fields`, and takes its
+    /// answer's head; a refusal's body too.
+    pub fn extended_connect(
+        &mut self,
+        scheme: &str,
+        protocol: &str,
+        target: &str,
+        fields: &[(&str, &str)],
+    ) -> Connected {
+        let mut request = http::Request::builder()
+            .method(http::Method::CONNECT)
+            .uri(format!("{scheme}://localhost{target}"))
+            .extension(h2::ext::Protocol::from(protocol));
+        for (name, value) in fields {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(()).unwrap();
+        let mut send = self.send.clone();
+        let ready = self.run(std::future::poll_fn(|cx| send.poll_ready(cx)));
+        ready.expect("room for a stream");
+        let (response, stream) = send.send_request(request, false).expect("the CONNECT goes");
+        let response = self.run(response).expect("a response");
+        let (head, recv) = response.into_parts();
+        let mut answer = Answer {
+            status: head.status.as_u16(),
+            fields: head
+                .headers
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: Vec::new(),
+        };
+        let mut websocket = H2WebSocket {
+            send: stream,
+            recv,
+            pending: Vec::new(),
+            ended: false,
+        };
+        if answer.status != 200 {
+            answer.body = self.ws_read_to_end(&mut websocket);
+            return Connected {
+                answer,
+                websocket: None,
+            };
+        }
+        Connected {
+            answer,
+            websocket: Some(websocket),
+        }
+    }
+
+    /// Sends `bytes` on the WebSocket's stream (`h2` holds what the
+    /// server's window does not take yet, and sends it as it opens).
+    pub fn ws_send(&mut self, websocket: &mut H2WebSocket, bytes: &[u8]) {
+        websocket
+            .send
+            .send_data(Bytes::copy_from_slice(bytes), false)
+            .expect("the data goes");
+        self.flush();
+    }
+
+    /// Polls the connection until the server ends it.
+    pub fn wait_for_end(&mut self) {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let mut cx = Context::from_waker(&self.waker);
+            if Pin::new(&mut self.conn).poll(&mut cx).is_ready() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not ended in {IO_TIMEOUT:?}");
+        }
+    }
+
+    /// Polls the connection until what it has to send is sent, as far as
+    /// windows allow (`h2` writes as it is polled).
+    pub fn flush(&mut self) {
+        let mut cx = Context::from_waker(&self.waker);
+        if let Poll::Ready(ended) = Pin::new(&mut self.conn).poll(&mut cx) {
+            panic!("the connection ended: {ended:?}");
+        }
+    }
+
+    /// Exactly `len` bytes from the WebSocket's stream, reading (and
+    /// reopening its window) as they come.
+    pub fn ws_read(&mut self, websocket: &mut H2WebSocket, len: usize) -> Vec<u8> {
+        while websocket.pending.len() < len {
+            let data = self.run(std::future::poll_fn(|cx| websocket.recv.poll_data(cx)));
+            match data {
+                Some(Ok(data)) => {
+                    let _ = websocket.recv.flow_control().release_capacity(data.len());
+                    websocket.pending.extend_from_slice(&data);
+                }
+                Some(Err(e)) => panic!("the stream broke off: {e}"),
+                None => panic!(
+                    "the stream ended after {} of {len} bytes",
+                    websocket.pending.len()
+                ),
+            }
+        }
+        websocket.pending.drain(..len).collect()
+    }
+
+    /// What the stream brings until the server ends it.
+    pub fn ws_read_to_end(&mut self, websocket: &mut H2WebSocket) -> Vec<u8> {
+        while !websocket.ended {
+            let data = self.run(std::future::poll_fn(|cx| websocket.recv.poll_data(cx)));
+            match data {
+                Some(Ok(data)) => {
+                    let _ = websocket.recv.flow_control().release_capacity(data.len());
+                    websocket.pending.extend_from_slice(&data);
+                }
+                Some(Err(e)) => panic!("the stream broke off: {e}"),
+                None => websocket.ended = true,
+            }
+        }
+        std::mem::take(&mut websocket.pending)
+    }
+
+    /// How the stream ends: `Ok(bytes)` for `END_STREAM` after `bytes`,
+    /// `Err(reason)` for a reset.
+    pub fn ws_outcome(&mut self, websocket: &mut H2WebSocket) -> Result<Vec<u8>, h2::Reason> {
+        loop {
+            let data = self.run(std::future::poll_fn(|cx| websocket.recv.poll_data(cx)));
+            match data {
+                Some(Ok(data)) => {
+                    let _ = websocket.recv.flow_control().release_capacity(data.len());
+                    websocket.pending.extend_from_slice(&data);
+                }
+                Some(Err(e)) => return Err(e.reason().unwrap_or(h2::Reason::INTERNAL_ERROR)),
+                None => {
+                    websocket.ended = true;
+                    return Ok(std::mem::take(&mut websocket.pending));
+                }
+            }
+        }
+    }
+}

@@ -20,6 +20,7 @@ use std::io::{self, ErrorKind};
 use h2::Reason;
 use uppercut::api::AnySender;
 
+use super::http2_websocket::Http2WebSockets;
 use super::{Connection, Flow, Scratch};
 use crate::http2::session::{Drive, Limits, Serving, Session, PING_GRACE};
 use crate::net::transport::Received;
@@ -28,7 +29,7 @@ use crate::request_stream::CallEnd;
 use crate::routes::reply::Outcome;
 use crate::runtime::lifecycle::Phase;
 use crate::runtime::timeouts::Expiry;
-use crate::runtime::wakeup::{EXPIRE, HANGUP, READY, REPLY};
+use crate::runtime::wakeup::{EXPIRE, HANGUP, MAIL, READY, REPLY};
 
 /// The code of the `GOAWAY` a write timeout sends: as every timeout's, no
 /// protocol error, only time run out (the streams it names unfinished end
@@ -51,7 +52,7 @@ pub(super) fn opens_with_preface(bytes: &[u8]) -> Option<bool> {
 
 /// An HTTP/2 connection's state beyond its socket.
 pub(super) struct Http2 {
-    session: Session,
+    pub(super) session: Session,
     /// Calls sent and not answered: when each times out, in ms.
     calls: HashMap<u64, u64>,
     /// Answers taken from the mailbox (kept, so taking allocates nothing
@@ -75,6 +76,8 @@ pub(super) struct Http2 {
     /// The session ended: the rest of the output goes, then the socket
     /// closes.
     ended: bool,
+    /// WebSockets on streams (RFC 8441).
+    pub(super) websockets: Http2WebSockets,
 }
 
 impl Connection {
@@ -102,6 +105,7 @@ impl Connection {
             owing: false,
             pinged: false,
             ended: false,
+            websockets: Http2WebSockets::default(),
         }));
         self.http2_drive(scratch, sender)
     }
@@ -115,6 +119,9 @@ impl Connection {
     ) -> io::Result<Flow> {
         if posted & REPLY != 0 {
             self.http2_answers();
+        }
+        if posted & MAIL != 0 {
+            self.http2_websocket_mail(sender);
         }
         if posted & EXPIRE != 0 {
             if let Some(flow) = self.http2_expire(scratch, sender)? {
@@ -196,6 +203,14 @@ impl Connection {
                     h2.session.abort(Reason::NO_ERROR);
                 }
             }
+            // Only WebSockets open, and the client quiet: a ping on each;
+            // quiet through the next timeout too, the end.
+            Expiry::WebSocketIdle if !h2.pinged => {
+                h2.pinged = true;
+                self.http2 = Some(h2);
+                self.http2_ping_websockets();
+                return Ok(None);
+            }
             Expiry::Idle | Expiry::WebSocketIdle | Expiry::Linger => {
                 self.count_timeout(TimeoutKind::Idle);
                 h2.session.abort(Reason::NO_ERROR);
@@ -232,6 +247,7 @@ impl Connection {
                 if let Some(h2) = self.http2.as_deref_mut() {
                     h2.session.go_away();
                 }
+                self.http2_websockets_go_away(sender);
             }
             self.http2_run(sender);
             // Draining with nothing left in flight: the last GOAWAY now,
@@ -288,10 +304,21 @@ impl Connection {
         }
     }
 
+    /// Drives the session, its streams' calls and its WebSockets until
+    /// none has anything more for it.
+    fn http2_run(&mut self, sender: &dyn AnySender) {
+        loop {
+            self.http2_run_streams(sender);
+            if !self.http2_websockets(sender) {
+                return;
+            }
+        }
+    }
+
     /// Drives the session and sends the calls its streams made (an actor
     /// free on this thread answers at once, and its stream's response is
     /// written in the same batch), until none is left.
-    fn http2_run(&mut self, sender: &dyn AnySender) {
+    fn http2_run_streams(&mut self, sender: &dyn AnySender) {
         let Some(mut h2) = self.http2.take() else {
             return;
         };
@@ -405,9 +432,14 @@ impl Connection {
             (Expiry::Write, h2.progress_ms + ms(timeouts.write))
         } else if begun == 0 || h2.session.is_receiving() {
             (Expiry::Request, h2.heard_ms + ms(timeouts.header))
-        } else if h2.session.open_streams() > 0 {
+        } else if h2.session.open_requests() > 0 {
             // Streams wait for their actors: their own timeouts rule.
             (Expiry::Reply, u64::MAX)
+        } else if h2.websockets.len() > 0 {
+            // WebSockets, as over HTTP/1.1: a ping after the keep-alive
+            // timeout, the end after another.
+            let quiet = ms(timeouts.keepalive) * (1 + u64::from(h2.pinged));
+            (Expiry::WebSocketIdle, h2.heard_ms + quiet)
         } else if h2.pinged {
             (
                 Expiry::Idle,
@@ -423,14 +455,16 @@ impl Connection {
         }
     }
 
-    /// Speaking HTTP/2: the streams open.
+    /// Speaking HTTP/2: the streams open but WebSockets (which, as over
+    /// HTTP/1.1, are no request a close cuts short).
     pub(super) fn http2_open_streams(&self) -> Option<usize> {
-        self.http2.as_deref().map(|h2| h2.session.open_streams())
+        self.http2.as_deref().map(|h2| h2.session.open_requests())
     }
 
     /// An HTTP/2 connection is over: its calls end (answers that still
     /// come are dropped with the mailbox).
     pub(super) fn end_http2(&mut self) {
+        self.http2_end_websockets(None);
         if let Some(h2) = self.http2.as_deref_mut() {
             h2.calls.clear();
         }

@@ -31,6 +31,7 @@ use crate::net::transport::Received;
 use crate::observe::metrics::PollerMetrics;
 use crate::request_stream::Upgraded;
 use crate::runtime::lifecycle::Phase;
+use crate::runtime::shared::Shared;
 use crate::runtime::timeouts::Expiry;
 use crate::runtime::wakeup::{EXPIRE, HANGUP, MAIL, READY};
 use crate::websocket::context::{write_outgoing, CloseAsked, WsContext};
@@ -122,12 +123,66 @@ pub(super) struct WsSession {
     /// While its actor's sends wait for a NATS link to drain: the reliefs
     /// still to come. Nothing is read from the client meanwhile.
     paused: Option<Arc<AtomicUsize>>,
+    /// Closed with 1008 for falling too far behind.
+    cut_off: bool,
+}
+
+/// What a WebSocket session's calls need from their connection: the
+/// poller's state, the sender its actor sends with, and where what it
+/// writes goes.
+pub(super) struct WsIo<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) sender: &'a dyn AnySender,
+    pub(super) out: &'a mut BytesMut,
 }
 
 impl WsSession {
+    /// The session of a WebSocket just accepted on the connection at `key`
+    /// of its poller (a socket upgraded, or an HTTP/2 stream): registered,
+    /// and counted; its actor not yet told ([`WsSession::open`]).
+    pub(super) fn new(shared: &Shared, key: usize, upgraded: Upgraded) -> WsSession {
+        let limits = shared.routes().websocket_limits();
+        let handle = shared.open_websocket(key, limits.outbound);
+        shared.count(|m| &m.websocket_upgrades, 1);
+        let Upgraded(actor, agreed) = upgraded;
+        let frames = Session::new(limits.max_message);
+        WsSession {
+            frames: match &agreed {
+                Some(agreed) => frames.with_inflate(agreed),
+                None => frames,
+            },
+            peer: Peer {
+                actor,
+                handle,
+                close: None,
+                failed: false,
+                deflate: agreed.as_ref().map(Deflate::new),
+            },
+            mail: VecDeque::new(),
+            closing: Closing::Open,
+            events: 0,
+            ping_unanswered: false,
+            ended: None,
+            paused: None,
+            cut_off: false,
+        }
+    }
+
     /// Frames received and pings sent, for the idle clock.
     pub(super) fn events(&self) -> u64 {
         self.events
+    }
+
+    /// The close handshake is over, or the connection was cut off: nothing
+    /// more is read, and the output written is the last.
+    pub(super) fn is_done(&self) -> bool {
+        self.closing == Closing::Done
+    }
+
+    /// Closed for falling too far behind (1008): its client reads too
+    /// little for even the close to be sure to reach it.
+    pub(super) fn is_cut_off(&self) -> bool {
+        self.cut_off
     }
 
     /// Stops reading until `pressure` eases (and any pressure met before
@@ -147,14 +202,14 @@ impl WsSession {
     }
 
     /// Whether reading waits for a relief.
-    fn is_paused(&self) -> bool {
+    pub(super) fn is_paused(&self) -> bool {
         self.paused
             .as_ref()
             .is_some_and(|reliefs| reliefs.load(Ordering::Acquire) > 0)
     }
 
     /// Ends a pause whose reliefs have all come; true when it did.
-    fn resume(&mut self) -> bool {
+    pub(super) fn resume(&mut self) -> bool {
         if self.paused.is_none() || self.is_paused() {
             return false;
         }
@@ -175,183 +230,48 @@ impl WsSession {
         let (received_wire, received_plain) = self.frames.take_inflated();
         [sent_plain, sent_wire, received_wire, received_plain]
     }
-}
 
-impl Connection {
-    /// The request stream upgraded the connection: write the 101, make
-    /// the session, open the actor, and serve the frames that came with
-    /// the upgrade request.
-    pub(super) fn begin_websocket(
+    /// Runs `f` on the session as its actor's address, writing into the
+    /// output; counts the messages it reports (received, sent).
+    fn run(
         &mut self,
-        upgraded: Upgraded,
-        mut leftover: BytesMut,
-        scratch: &mut Scratch,
-        sender: &dyn AnySender,
-    ) -> io::Result<Flow> {
-        self.write_batch(&mut scratch.output)?;
-        let limits = self.shared.routes().websocket_limits();
-        let handle = self.shared.open_websocket(self.token.0, limits.outbound);
-        self.count(|m| &m.websocket_upgrades, 1);
-        let Upgraded(actor, agreed) = upgraded;
-        let frames = Session::new(limits.max_message);
-        self.websocket = Some(Box::new(WsSession {
-            frames: match &agreed {
-                Some(agreed) => frames.with_inflate(agreed),
-                None => frames,
-            },
-            peer: Peer {
-                actor,
-                handle,
-                close: None,
-                failed: false,
-                deflate: agreed.as_ref().map(Deflate::new),
-            },
-            mail: VecDeque::new(),
-            closing: Closing::Open,
-            events: 0,
-            ping_unanswered: false,
-            ended: None,
-            paused: None,
-        }));
-        self.ws_run(scratch, sender, |session, out, sender| {
-            let written = session
-                .peer
-                .call(out, sender, |actor, context| actor.on_open(context));
-            (0, written)
-        });
-        if !leftover.is_empty() {
-            self.ws_frames(&mut leftover, scratch, sender);
-        }
-        self.ws_settle(scratch)?;
-        self.ws_drive(scratch, sender)
-    }
-
-    /// Handles what the poller posted to a WebSocket connection.
-    pub(super) fn handle_websocket(
-        &mut self,
-        posted: u8,
-        scratch: &mut Scratch,
-        sender: &dyn AnySender,
-    ) -> io::Result<Flow> {
-        let mut flow = Ok(Flow::Open);
-        if posted & MAIL != 0 {
-            flow = self.ws_mail(scratch, sender);
-        }
-        // A relief comes as mail: reading goes on where it stopped, with no
-        // edge to say so.
-        let resumed = self.websocket.as_deref_mut().is_some_and(WsSession::resume);
-        // Mail may have closed the connection; a drain closes it.
-        let closing = self
-            .websocket
-            .as_deref()
-            .is_some_and(|session| session.closing == Closing::Done);
-        if matches!(flow, Ok(Flow::Open))
-            && (posted & (READY | HANGUP) != 0
-                || resumed
-                || closing
-                || self.shared.phase() != Phase::Running)
-        {
-            flow = self.ws_drive(scratch, sender);
-        }
-        if matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
-            flow = self.ws_expire(scratch);
-        }
-        flow
-    }
-
-    /// Reads and serves frames until the socket has no more, the output
-    /// backs up, or the connection is done.
-    fn ws_drive(&mut self, scratch: &mut Scratch, sender: &dyn AnySender) -> io::Result<Flow> {
-        // As `drive`: in `local` dispatch a short read emptied the socket.
-        let mut input_used_up = false;
-        loop {
-            if self.transport.is_backed_up() && !self.flush()? {
-                self.ws_note_unsent();
-                self.set_writable_interest(true)?;
-                return Ok(Flow::Open);
-            }
-            self.ws_note_unsent();
-            let Some(session) = self.websocket.as_deref_mut() else {
-                return Ok(Flow::Close);
-            };
-            match session.closing {
-                Closing::Done => return Ok(Flow::Finished),
-                // Draining: going away (RFC 6455 §7.4.1).
-                Closing::Open if self.shared.phase() != Phase::Running => {
-                    session.peer.close.get_or_insert(CloseAsked {
-                        code: 1001,
-                        reason: Vec::new(),
-                        cut: false,
-                    });
-                    self.ws_settle(scratch)?;
-                    continue;
-                }
-                _ => {}
-            }
-            if input_used_up || session.is_paused() {
-                self.set_writable_interest(false)?;
-                return Ok(Flow::Open);
-            }
-            let received = self.transport.read(&mut scratch.input);
-            self.note_wire();
-            match received {
-                Ok(Received::End) | Ok(Received::NotTls { .. }) => {
-                    self.ws_ended(Closed::Cut);
-                    return Ok(Flow::Close);
-                }
-                Ok(Received::Nothing) => {
-                    self.set_writable_interest(false)?;
-                    return Ok(Flow::Open);
-                }
-                Ok(Received::Data { len, drained }) => {
-                    input_used_up = drained && !self.mode.reads_until_blocked() && !self.hung_up;
-                    let mut input = std::mem::take(&mut scratch.input);
-                    self.ws_frames(&mut input[..len], scratch, sender);
-                    scratch.input = input;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-            self.ws_settle(scratch)?;
-        }
-    }
-
-    /// Runs `f` on the session as the connection's actor address, its
-    /// output the scratch output; counts the messages it reports (received,
-    /// sent).
-    fn ws_run(
-        &mut self,
-        scratch: &mut Scratch,
-        sender: &dyn AnySender,
+        io: &mut WsIo<'_>,
         f: impl FnOnce(&mut WsSession, &mut BytesMut, &mut dyn AnySender) -> (u64, u64),
     ) {
-        let Some(session) = self.websocket.as_deref_mut() else {
-            return;
-        };
-        let shared = &*self.shared;
-        let context = shared.actor_context(sender);
-        let address = session.peer.handle.address.clone();
-        let out = &mut scratch.output;
+        let shared = io.shared;
+        let context = shared.actor_context(io.sender);
+        let address = self.peer.handle.address.clone();
+        let out = &mut *io.out;
         // Only what this run's sends met counts.
         drop(mail::take_pressure());
-        let (received, sent) = context.run_as(&address, |sender| f(session, out, sender));
+        let (received, sent) = context.run_as(&address, |sender| f(self, out, sender));
         if let Some(pressure) = mail::take_pressure() {
-            session.pause(&*pressure);
+            self.pause(&*pressure);
         }
         if let Some(metrics) = shared.metrics() {
             count_messages(metrics, received, sent);
-            if session.peer.deflate.is_some() {
-                let counts = session.take_compression_counts();
+            if self.peer.deflate.is_some() {
+                let counts = self.take_compression_counts();
                 metrics.websocket_deflate(counts);
             }
         }
     }
 
+    /// Tells the actor the WebSocket is open.
+    pub(super) fn open(&mut self, io: &mut WsIo<'_>) {
+        self.run(io, |session, out, sender| {
+            let written = session
+                .peer
+                .call(out, sender, |actor, context| actor.on_open(context));
+            (0, written)
+        });
+    }
+
     /// Decodes `input` (unmasking it in place): each message to the actor,
     /// pings answered, and a close or a broken rule settled, all into the
-    /// scratch output.
-    fn ws_frames(&mut self, input: &mut [u8], scratch: &mut Scratch, sender: &dyn AnySender) {
-        self.ws_run(scratch, sender, |session, out, sender| {
+    /// output.
+    pub(super) fn frames(&mut self, input: &mut [u8], io: &mut WsIo<'_>) {
+        self.run(io, |session, out, sender| {
             let WsSession {
                 frames,
                 peer,
@@ -402,11 +322,11 @@ impl Connection {
         });
     }
 
-    /// Writes what the actor's mail holds, and hands it its envelopes.
-    fn ws_mail(&mut self, scratch: &mut Scratch, sender: &dyn AnySender) -> io::Result<Flow> {
-        let unsent = self.transport.backlog_len();
-        let outbound = self.shared.routes().websocket_limits().outbound;
-        self.ws_run(scratch, sender, |session, out, sender| {
+    /// Writes what the actor's mail holds, and hands it its envelopes;
+    /// `unsent` bytes written before wait for the client.
+    pub(super) fn mail(&mut self, unsent: usize, io: &mut WsIo<'_>) {
+        let outbound = io.shared.routes().websocket_limits().outbound;
+        self.run(io, |session, out, sender| {
             let WsSession { peer, mail, .. } = session;
             let overflowed = peer.handle.bag.take(mail);
             let mut sent = 0;
@@ -445,6 +365,219 @@ impl Connection {
             }
             (0, sent)
         });
+    }
+
+    /// The server drains: a close with 1001, going away (RFC 6455 §7.4.1),
+    /// unless one was sent.
+    pub(super) fn go_away(&mut self) {
+        if self.closing == Closing::Open {
+            self.peer.close.get_or_insert(CloseAsked {
+                code: 1001,
+                reason: Vec::new(),
+                cut: false,
+            });
+        }
+    }
+
+    /// Writes into `out` a close the actor asked for; a client that has
+    /// left more than the outbound limit unread (`unsent` bytes, and
+    /// `out`) is sent a 1008 instead, and nothing more.
+    pub(super) fn settle(&mut self, unsent: usize, outbound: usize, out: &mut BytesMut) {
+        if unsent + out.len() > outbound {
+            self.peer.close.get_or_insert_with(too_far_behind);
+        }
+        if let Some(close) = self.peer.close.take() {
+            if self.closing == Closing::Open {
+                write_close(out, close.code, &close.reason);
+                self.cut_off |= close.code == 1008 && close.cut;
+                self.closing = match close.cut {
+                    true => Closing::Done,
+                    false => Closing::Sent,
+                };
+                self.ended.get_or_insert(match self.peer.failed {
+                    true => Closed::ProtocolError(close.code),
+                    false => Closed::Handshake(Some(close.code)),
+                });
+            }
+            // Nothing written after a close reaches the client.
+            self.peer.close = Some(close);
+        }
+    }
+
+    /// Tells the mail's limit what the client has not taken yet.
+    pub(super) fn note_unsent(&self, unsent: usize) {
+        self.peer.handle.bag.set_unsent(unsent);
+    }
+
+    /// Notes how the WebSocket ended, if nothing did before.
+    pub(super) fn ended(&mut self, closed: Closed) {
+        self.ended.get_or_insert(closed);
+    }
+
+    /// The WebSocket is over: its address and handle go, and the actor
+    /// learns how it ended (unless it panicked; with no sender, as when
+    /// the connection is dropped, it is not told).
+    pub(super) fn end(mut self, shared: &Shared, sender: Option<&dyn AnySender>) {
+        shared.websockets().close(&self.peer.handle);
+        shared.forget_websocket(&self.peer.handle);
+        let closed = self.ended.take().unwrap_or(Closed::Cut);
+        if let Some(metrics) = shared.metrics() {
+            metrics.websocket_close(match closed {
+                Closed::Handshake(code) => Some(code.unwrap_or(1005)),
+                Closed::ProtocolError(code) => Some(code),
+                Closed::Cut => None,
+            });
+        }
+        let (Some(sender), false) = (sender, self.peer.failed || std::thread::panicking()) else {
+            return;
+        };
+        let context = shared.actor_context(sender);
+        let address = self.peer.handle.address.clone();
+        let mut out = BytesMut::new();
+        context.run_as(&address, |sender| {
+            self.peer
+                .call(&mut out, sender, |actor, c| actor.on_close(&closed, c));
+        });
+    }
+
+    /// A quiet client's ping is due: true when it is written into `out`
+    /// (the first time); false when the client stayed quiet after one, or
+    /// the close handshake has begun.
+    pub(super) fn ping(&mut self, out: &mut BytesMut) -> bool {
+        if self.ping_unanswered || self.closing != Closing::Open {
+            return false;
+        }
+        self.ping_unanswered = true;
+        self.events += 1;
+        write_frame(out, Opcode::Ping, b"");
+        true
+    }
+}
+
+impl Connection {
+    /// The request stream upgraded the connection: write the 101, make
+    /// the session, open the actor, and serve the frames that came with
+    /// the upgrade request.
+    pub(super) fn begin_websocket(
+        &mut self,
+        upgraded: Upgraded,
+        mut leftover: BytesMut,
+        scratch: &mut Scratch,
+        sender: &dyn AnySender,
+    ) -> io::Result<Flow> {
+        self.write_batch(&mut scratch.output)?;
+        let mut session = WsSession::new(&self.shared, self.token.0, upgraded);
+        let mut io = WsIo {
+            shared: &self.shared,
+            sender,
+            out: &mut scratch.output,
+        };
+        session.open(&mut io);
+        if !leftover.is_empty() {
+            session.frames(&mut leftover, &mut io);
+        }
+        self.websocket = Some(Box::new(session));
+        self.ws_settle(scratch)?;
+        self.ws_drive(scratch, sender)
+    }
+
+    /// Handles what the poller posted to a WebSocket connection.
+    pub(super) fn handle_websocket(
+        &mut self,
+        posted: u8,
+        scratch: &mut Scratch,
+        sender: &dyn AnySender,
+    ) -> io::Result<Flow> {
+        let mut flow = Ok(Flow::Open);
+        if posted & MAIL != 0 {
+            flow = self.ws_mail(scratch, sender);
+        }
+        // A relief comes as mail: reading goes on where it stopped, with no
+        // edge to say so.
+        let resumed = self.websocket.as_deref_mut().is_some_and(WsSession::resume);
+        // Mail may have closed the connection; a drain closes it.
+        let closing = self.websocket.as_deref().is_some_and(WsSession::is_done);
+        if matches!(flow, Ok(Flow::Open))
+            && (posted & (READY | HANGUP) != 0
+                || resumed
+                || closing
+                || self.shared.phase() != Phase::Running)
+        {
+            flow = self.ws_drive(scratch, sender);
+        }
+        if matches!(flow, Ok(Flow::Open)) && posted & EXPIRE != 0 {
+            flow = self.ws_expire(scratch);
+        }
+        flow
+    }
+
+    /// Reads and serves frames until the socket has no more, the output
+    /// backs up, or the connection is done.
+    fn ws_drive(&mut self, scratch: &mut Scratch, sender: &dyn AnySender) -> io::Result<Flow> {
+        // As `drive`: in `local` dispatch a short read emptied the socket.
+        let mut input_used_up = false;
+        loop {
+            if self.transport.is_backed_up() && !self.flush()? {
+                self.ws_note_unsent();
+                self.set_writable_interest(true)?;
+                return Ok(Flow::Open);
+            }
+            self.ws_note_unsent();
+            let Some(session) = self.websocket.as_deref_mut() else {
+                return Ok(Flow::Close);
+            };
+            if session.is_done() {
+                return Ok(Flow::Finished);
+            }
+            if session.closing == Closing::Open && self.shared.phase() != Phase::Running {
+                session.go_away();
+                self.ws_settle(scratch)?;
+                continue;
+            }
+            if input_used_up || session.is_paused() {
+                self.set_writable_interest(false)?;
+                return Ok(Flow::Open);
+            }
+            let received = self.transport.read(&mut scratch.input);
+            self.note_wire();
+            match received {
+                Ok(Received::End) | Ok(Received::NotTls { .. }) => {
+                    self.ws_ended(Closed::Cut);
+                    return Ok(Flow::Close);
+                }
+                Ok(Received::Nothing) => {
+                    self.set_writable_interest(false)?;
+                    return Ok(Flow::Open);
+                }
+                Ok(Received::Data { len, drained }) => {
+                    input_used_up = drained && !self.mode.reads_until_blocked() && !self.hung_up;
+                    if let Some(session) = self.websocket.as_deref_mut() {
+                        let mut io = WsIo {
+                            shared: &self.shared,
+                            sender,
+                            out: &mut scratch.output,
+                        };
+                        session.frames(&mut scratch.input[..len], &mut io);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            self.ws_settle(scratch)?;
+        }
+    }
+
+    /// Writes what the actor's mail holds, and hands it its envelopes.
+    fn ws_mail(&mut self, scratch: &mut Scratch, sender: &dyn AnySender) -> io::Result<Flow> {
+        let unsent = self.transport.backlog_len();
+        if let Some(session) = self.websocket.as_deref_mut() {
+            let mut io = WsIo {
+                shared: &self.shared,
+                sender,
+                out: &mut scratch.output,
+            };
+            session.mail(unsent, &mut io);
+        }
         self.ws_settle(scratch)?;
         Ok(Flow::Open)
     }
@@ -454,25 +587,9 @@ impl Connection {
     /// it, and nothing more.
     fn ws_settle(&mut self, scratch: &mut Scratch) -> io::Result<()> {
         let outbound = self.shared.routes().websocket_limits().outbound;
+        let unsent = self.transport.backlog_len();
         if let Some(session) = self.websocket.as_deref_mut() {
-            if self.transport.backlog_len() + scratch.output.len() > outbound {
-                session.peer.close.get_or_insert_with(too_far_behind);
-            }
-            if let Some(close) = session.peer.close.take() {
-                if session.closing == Closing::Open {
-                    write_close(&mut scratch.output, close.code, &close.reason);
-                    session.closing = match close.cut {
-                        true => Closing::Done,
-                        false => Closing::Sent,
-                    };
-                    session.ended.get_or_insert(match session.peer.failed {
-                        true => Closed::ProtocolError(close.code),
-                        false => Closed::Handshake(Some(close.code)),
-                    });
-                }
-                // Nothing written after a close reaches the client.
-                session.peer.close = Some(close);
-            }
+            session.settle(unsent, outbound, &mut scratch.output);
         }
         if !scratch.output.is_empty() {
             self.write_batch(&mut scratch.output)?;
@@ -489,8 +606,7 @@ impl Connection {
     /// Tells the mail's limit what the socket has not taken yet.
     fn ws_note_unsent(&self) {
         if let Some(session) = self.websocket.as_deref() {
-            let unsent = self.transport.backlog_len();
-            session.peer.handle.bag.set_unsent(unsent);
+            session.note_unsent(self.transport.backlog_len());
         }
     }
 
@@ -503,59 +619,27 @@ impl Connection {
         let Some(session) = self.websocket.as_deref_mut() else {
             return Ok(Flow::Close);
         };
-        match expiry {
-            Expiry::WebSocketIdle
-                if !session.ping_unanswered && session.closing == Closing::Open =>
-            {
-                session.ping_unanswered = true;
-                session.events += 1;
-                write_frame(&mut scratch.output, Opcode::Ping, b"");
-                self.write_batch(&mut scratch.output)?;
-                Ok(Flow::Open)
-            }
-            _ => {
-                self.ws_ended(Closed::Cut);
-                Ok(Flow::Close)
-            }
+        if expiry == Expiry::WebSocketIdle && session.ping(&mut scratch.output) {
+            self.write_batch(&mut scratch.output)?;
+            return Ok(Flow::Open);
         }
+        self.ws_ended(Closed::Cut);
+        Ok(Flow::Close)
     }
 
     /// Notes how the connection ended, if nothing did before.
     fn ws_ended(&mut self, closed: Closed) {
         if let Some(session) = self.websocket.as_deref_mut() {
-            session.ended.get_or_insert(closed);
+            session.ended(closed);
         }
     }
 
     /// The connection is over: its address and handle go, and the actor
     /// learns how it ended (unless it panicked).
     pub(super) fn end_websocket(&mut self, sender: Option<&dyn AnySender>) {
-        let Some(mut session) = self.websocket.take() else {
-            return;
-        };
-        self.shared.websockets().close(&session.peer.handle);
-        self.shared.forget_websocket(&session.peer.handle);
-        let closed = session.ended.take().unwrap_or(Closed::Cut);
-        if let Some(metrics) = self.shared.metrics() {
-            metrics.websocket_close(match closed {
-                Closed::Handshake(code) => Some(code.unwrap_or(1005)),
-                Closed::ProtocolError(code) => Some(code),
-                Closed::Cut => None,
-            });
+        if let Some(session) = self.websocket.take() {
+            session.end(&self.shared, sender);
         }
-        let (Some(sender), false) = (sender, session.peer.failed || std::thread::panicking())
-        else {
-            return;
-        };
-        let shared = &*self.shared;
-        let context = shared.actor_context(sender);
-        let address = session.peer.handle.address.clone();
-        let mut out = BytesMut::new();
-        context.run_as(&address, |sender| {
-            session
-                .peer
-                .call(&mut out, sender, |actor, c| actor.on_close(&closed, c));
-        });
     }
 }
 
