@@ -67,13 +67,7 @@ pub(super) fn check(raw_head: &[u8], deflate: Option<&WsDeflate>) -> Result<Acce
 pub(super) fn write_established(to: &mut ResponseOut<'_>, accepted: &Accepted) {
     to.put(b"HTTP/1.1 200 OK\r\nServer: ");
     to.put(SERVER_NAME.as_bytes());
-    if let Some((_, answer)) = &accepted.deflate {
-        to.put(b"\r\nSec-WebSocket-Extensions: ");
-        to.put(answer.as_bytes());
-    }
-    to.put(b"\r\nDate: ");
-    to.persistence = crate::http::head::Persistence::KeepAlive;
-    to.put_date_and_end();
+    end_opening(to, accepted);
 }
 
 /// Writes the 101 that completes the handshake.
@@ -82,13 +76,19 @@ pub(super) fn write_switching(to: &mut ResponseOut<'_>, accepted: &Accepted) {
     to.put(SERVER_NAME.as_bytes());
     to.put(b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ");
     to.put(accepted.accept.as_bytes());
+    end_opening(to, accepted);
+}
+
+/// The end of either opening (the 101 or HTTP/2's 200): the extension
+/// agreed, the date, and the head's end. Not `Connection: close` even when
+/// draining: this exchange is done, and the WebSocket's own close
+/// handshake ends the connection.
+fn end_opening(to: &mut ResponseOut<'_>, accepted: &Accepted) {
     if let Some((_, answer)) = &accepted.deflate {
         to.put(b"\r\nSec-WebSocket-Extensions: ");
         to.put(answer.as_bytes());
     }
     to.put(b"\r\nDate: ");
-    // Not `Connection: close` even when draining: this exchange is done,
-    // and the WebSocket's own close handshake ends the connection.
     to.persistence = crate::http::head::Persistence::KeepAlive;
     to.put_date_and_end();
 }
