@@ -225,16 +225,7 @@ impl H2Client {
         }
         Answer {
             status: head.status.as_u16(),
-            fields: head
-                .headers
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
+            fields: fields_of(&head.headers),
             body: bytes,
         }
     }
@@ -327,16 +318,7 @@ impl H2Client {
         let (head, recv) = response.into_parts();
         let mut answer = Answer {
             status: head.status.as_u16(),
-            fields: head
-                .headers
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
+            fields: fields_of(&head.headers),
             body: Vec::new(),
         };
         let mut websocket = H2WebSocket {
@@ -443,4 +425,17 @@ impl H2Client {
             }
         }
     }
+}
+
+/// A response's fields as (name, value) pairs, in order.
+fn fields_of(headers: &http::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
 }
