@@ -235,7 +235,7 @@ for key in "${groups[@]}"; do
         cargo_args+=(-C "$arg")
     done
     status=0
-    cargo mutants --jobs 1 --copy-target=true --output "$dir" "${iterate[@]}" \
+    cargo mutants --jobs "${MUTANTS_JOBS:-1}" --copy-target=true --output "$dir" "${iterate[@]}" \
         "${diff_args[@]}" "${shard[@]}" "${file_args[@]}" "${cargo_args[@]}" || status=$?
     if ((status != 0 && status != 2 && status != 3)); then
         echo "scripts/mutants.sh: cargo mutants failed (exit $status)" >&2
