@@ -258,6 +258,33 @@ pub(crate) mod tests {
         assert_eq!(hello_versions(&split), HelloVersions::Acceptable);
     }
 
+    /// A TLS 1.0 ClientHello whose record is exactly `record_len` bytes,
+    /// padded with the padding extension (RFC 7685, type 21).
+    fn old_hello_of_record_len(record_len: usize) -> Vec<u8> {
+        let bare = client_hello(0x0301, 0x0301, &[(0x0015, &[])]).len() - 5;
+        let padding = vec![0; record_len - bare];
+        let hello = client_hello(0x0301, 0x0301, &[(0x0015, &padding)]);
+        assert_eq!(hello.len(), 5 + record_len);
+        hello
+    }
+
+    #[test]
+    fn a_record_of_the_largest_size_is_read_and_one_byte_more_is_not() {
+        // 2^14 bytes is a record a client may send (RFC 8446 §5.1): an old
+        // client padding its hello to it still hears protocol_version.
+        let largest = old_hello_of_record_len(MAX_RECORD);
+        assert_eq!(
+            hello_versions(&largest),
+            HelloVersions::TooOld {
+                client_version: 0x0301,
+                record_version: [3, 1],
+            }
+        );
+        // One byte past is not a record; rustls answers it.
+        let past = old_hello_of_record_len(MAX_RECORD + 1);
+        assert_eq!(hello_versions(&past), HelloVersions::Acceptable);
+    }
+
     #[test]
     fn the_alert_is_protocol_version() {
         assert_eq!(protocol_version_alert([3, 1]), [0x15, 3, 1, 0, 2, 2, 70]);
