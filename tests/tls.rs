@@ -365,10 +365,31 @@ fn a_websocket_works_over_tls(dispatch: Dispatch) {
     assert_eq!(client.exactly(5), b"\x81\x03HEY");
     client.send(b"\x88\x82\0\0\0\0\x03\xe8");
     assert_eq!(client.exactly(4), b"\x88\x02\x03\xe8");
+    // The closing handshake done, the TLS session ends with close_notify:
+    // the read ends cleanly, not at a cut.
+    assert_eq!(client.rest_until_close(), b"");
+}
+
+/// An answer after which the server closes (`Connection: close`) is
+/// followed by `close_notify`, so the client knows it is whole (RFC 8446
+/// §6.1); without it, OpenSSL 3 clients report "unexpected eof".
+fn a_closing_answer_ends_with_close_notify(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("notify-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    let mut client = connect(server.local_addr(), &certificates.client_config());
+    client.send(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    // `rest_until_close` fails on an end without close_notify.
+    assert_response(
+        &client.rest_until_close(),
+        "HTTP/1.1 200 OK\r\nServer: uppercut-mio-server\r\n\
+         Content-Type: text/plain; charset=utf-8\r\nContent-Length: 6\r\n\
+         Date: {date}\r\nConnection: close\r\n\r\nhello\n",
+    );
 }
 
 in_both_modes!(
     a_websocket_works_over_tls,
+    a_closing_answer_ends_with_close_notify,
     requests_keep_alive_pipelining_bodies_and_actors,
     a_large_file_goes_through_backpressure,
     tls12_works_and_sessions_resume,

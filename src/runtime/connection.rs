@@ -333,6 +333,14 @@ impl Connection {
                     self.note_activity();
                     flow = Ok(Flow::Open);
                 }
+                Ok(Flow::Finished) => {
+                    // Ended by the server with nothing to linger for: over
+                    // TLS, `close_notify` tells the client the last answer
+                    // is whole, not cut off (RFC 8446 §6.1).
+                    let _ = self.transport.close_notify();
+                    self.note_wire();
+                    flow = Ok(Flow::Close);
+                }
                 _ => {
                     self.discard_unread(scratch);
                     flow = flow.map(|_| Flow::Close);
