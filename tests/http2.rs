@@ -453,4 +453,47 @@ fn only_means_h2c_alone_on_plain_listeners(dispatch: Dispatch) {
     assert_eq!((answer.status, &answer.body[..]), (200, &b"hello\n"[..]));
 }
 
-in_both_modes!(only_means_h2c_alone_on_plain_listeners);
+/// A TLS client that chose `h2` by ALPN speaks HTTP/2 from its first byte
+/// (RFC 9113 §3.3): HTTP/1.1 sent on it is a broken preface, which ends
+/// the connection after the server's SETTINGS; it is never served as
+/// HTTP/1.1.
+fn alpn_h2_binds_the_connection_to_http2(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("h2alpn-{}", dispatch.name()));
+    let server = start_with(
+        &Config {
+            tls: Some(certificates.files.clone()),
+            ..config(dispatch)
+        },
+        Routes::standard(),
+    );
+    let mut offer = (*certificates.client_config()).clone();
+    offer.alpn_protocols = vec![b"h2".to_vec()];
+    let mut client = common::tls::connect(server.local_addr(), &Arc::new(offer));
+    assert_eq!(client.stream.conn.alpn_protocol(), Some(&b"h2"[..]));
+    client.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    let reply = client.rest_until_close();
+    // Whole frames: (type, stream, payload).
+    let mut frames = Vec::new();
+    let mut rest = &reply[..];
+    while !rest.is_empty() {
+        assert!(rest.len() >= 9, "a cut frame header in {reply:?}");
+        let len = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+        assert!(rest.len() >= 9 + len, "a cut frame in {reply:?}");
+        let stream = u32::from_be_bytes([rest[5], rest[6], rest[7], rest[8]]);
+        frames.push((rest[3], stream, rest[9..9 + len].to_vec()));
+        rest = &rest[9 + len..];
+    }
+    // The server's SETTINGS, then the end (a GOAWAY may be left out after
+    // a broken preface, §3.4), with close_notify: the client's read above
+    // ends cleanly, not at a cut.
+    let kinds: Vec<(u8, u32)> = frames
+        .iter()
+        .map(|&(kind, stream, _)| (kind, stream))
+        .collect();
+    assert_eq!(kinds, [(0x4, 0)], "{frames:?}");
+}
+
+in_both_modes!(
+    only_means_h2c_alone_on_plain_listeners,
+    alpn_h2_binds_the_connection_to_http2,
+);
