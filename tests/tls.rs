@@ -310,6 +310,15 @@ fn old_tls_gets_protocol_version(dispatch: Dispatch) {
     }
     pieces.send(&hello[20..]);
     assert_eq!(pieces.rest_until_close(), b"\x15\x03\x01\x00\x02\x02\x46");
+    // Every byte of the refused hellos is counted as received, once each
+    // connection has ended.
+    let metrics = server.metrics_addr().unwrap();
+    assert_eq!(handshake_counts(metrics, 0, 3).1, 3);
+    let sent = 2 * client_hello(0x0301, "localhost", &[]).len() + hello.len();
+    assert_eq!(
+        page_sum(metrics, "uppercut_bytes_received_total{"),
+        sent as u64
+    );
     // A legacy version of 1.0 that lists 1.3: rustls answers (a TLS 1.3
     // hello with no key share gets a HelloRetryRequest or an alert of its
     // own), not this check.
@@ -318,7 +327,6 @@ fn old_tls_gets_protocol_version(dispatch: Dispatch) {
     modern.send(&listed);
     let answer = modern.rest_until_close();
     assert_ne!(answer, b"\x15\x03\x01\x00\x02\x02\x46", "{answer:?}");
-    let metrics = server.metrics_addr().unwrap();
     let (_, failed) = handshake_counts(metrics, 0, 4);
     assert_eq!(failed, 4);
 }
@@ -329,24 +337,27 @@ fn old_tls_gets_protocol_version(dispatch: Dispatch) {
 fn handshake_counts(metrics: std::net::SocketAddr, done: u64, failed: u64) -> (u64, u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let mut scrape = Client::connect(metrics);
-        scrape.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n");
-        let page = String::from_utf8(scrape.rest_until_close()).unwrap();
-        let sum = |name: &str| -> u64 {
-            page.lines()
-                .filter(|line| line.starts_with(name))
-                .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
-                .sum()
-        };
         let counts = (
-            sum("uppercut_tls_handshakes_total{"),
-            sum("uppercut_tls_handshake_failures_total{"),
+            page_sum(metrics, "uppercut_tls_handshakes_total{"),
+            page_sum(metrics, "uppercut_tls_handshake_failures_total{"),
         );
         if (counts.0 >= done && counts.1 >= failed) || Instant::now() > deadline {
             return counts;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// The sum of a counter's samples over the pollers (`name` up to its `{`),
+/// from one scrape of the metrics page.
+fn page_sum(metrics: std::net::SocketAddr, name: &str) -> u64 {
+    let mut scrape = Client::connect(metrics);
+    scrape.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n");
+    let page = String::from_utf8(scrape.rest_until_close()).unwrap();
+    page.lines()
+        .filter(|line| line.starts_with(name))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// `wss://`: the upgrade and frames ride the TLS session like any request.
