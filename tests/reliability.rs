@@ -199,8 +199,33 @@ fn shutdown_finishes_in_flight_responses(dispatch: Dispatch) {
     assert!(shutdown.join().unwrap(), "shutdown ran into its timeout");
 }
 
+/// A client that resets its connection mid-request is closed at once, not
+/// left to a header timeout of an hour.
+fn a_reset_connection_is_closed_at_once(dispatch: Dispatch) {
+    let hour = Duration::from_secs(3600);
+    let config = Config {
+        timeouts: Timeouts {
+            header: hour,
+            keepalive: hour,
+            ..Timeouts::default()
+        },
+        ..common::config(dispatch)
+    };
+    let server = start_with(&config, Routes::standard());
+    let mut client = Client::connect(server.local_addr());
+    client.send(b"GET / HTTP/1.1\r\n");
+    common::wait_until_server_read(&client.stream);
+    common::wait_for_open(&server, 1);
+    socket2::SockRef::from(&client.stream)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(client);
+    common::wait_for_open(&server, 0);
+}
+
 in_both_modes!(
     answers_408_to_a_head_that_never_completes,
+    a_reset_connection_is_closed_at_once,
     closes_idle_keep_alive_connections,
     closes_a_client_that_stops_reading,
     refuses_connections_past_the_limit,

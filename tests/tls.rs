@@ -10,6 +10,7 @@ mod common;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::tls::{client_config, client_hello, connect, Certificates};
@@ -348,6 +349,207 @@ fn handshake_counts(metrics: std::net::SocketAddr, done: u64, failed: u64) -> (u
     }
 }
 
+/// A socket that counts the bytes written through it: what a TLS client
+/// sent on the wire, handshake and records included.
+struct Counting {
+    socket: TcpStream,
+    written: usize,
+}
+
+impl Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.socket.read(buf)
+    }
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.socket.write(buf)?;
+        self.written += written;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.socket.flush()
+    }
+}
+
+/// A TLS client whose socket counts what it writes, handshake done.
+fn counting_client(
+    server: &Server,
+    config: &Arc<rustls::ClientConfig>,
+) -> Client<rustls::StreamOwned<rustls::ClientConnection, Counting>> {
+    let socket = TcpStream::connect(server.local_addr()).unwrap();
+    socket.set_read_timeout(Some(common::IO_TIMEOUT)).unwrap();
+    socket.set_nodelay(true).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let session = rustls::ClientConnection::new(Arc::clone(config), name).unwrap();
+    let mut stream = rustls::StreamOwned::new(session, Counting { socket, written: 0 });
+    while stream.conn.is_handshaking() {
+        stream.conn.complete_io(&mut stream.sock).unwrap();
+    }
+    Client::over(stream)
+}
+
+/// Sessions cut with a bare FIN in `a_clean_end_is_not_a_failed_handshake`.
+const CUTS: u64 = 10;
+
+/// A TLS client that has read the server's Finished and not yet sent its
+/// own.
+fn handshake_but_finished(
+    server: &Server,
+    config: &Arc<rustls::ClientConfig>,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let socket = TcpStream::connect(server.local_addr()).unwrap();
+    socket.set_read_timeout(Some(common::IO_TIMEOUT)).unwrap();
+    socket.set_nodelay(true).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::clone(config), name).unwrap();
+    let mut stream = rustls::StreamOwned::new(conn, socket);
+    while stream.conn.is_handshaking() {
+        while stream.conn.wants_write() {
+            stream.conn.write_tls(&mut stream.sock).unwrap();
+        }
+        assert!(stream.conn.read_tls(&mut stream.sock).unwrap() > 0);
+        stream.conn.process_new_packets().unwrap();
+    }
+    stream
+}
+
+/// A TLS client that says close_notify, flushed to the socket.
+fn say_close_notify(client: &mut Client<rustls::StreamOwned<rustls::ClientConnection, Counting>>) {
+    client.stream.conn.send_close_notify();
+    while client.stream.conn.wants_write() {
+        client
+            .stream
+            .conn
+            .write_tls(&mut client.stream.sock)
+            .unwrap();
+    }
+}
+
+/// Every byte a TLS client sends (handshake, requests, close_notify) is
+/// counted in `uppercut_bytes_received_total`, exactly.
+fn every_byte_a_tls_client_sends_is_counted(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("bytes-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    let mut client = counting_client(&server, &certificates.client_config());
+    for _ in 0..3 {
+        client.send(&get("/"));
+        assert_response(&client.response(false), HELLO);
+    }
+    say_close_notify(&mut client);
+    assert_eq!(client.rest_until_close(), b"");
+    common::wait_for_open(&server, 0);
+    let metrics = server.metrics_addr().unwrap();
+    let sent = client.stream.sock.written as u64;
+    assert_eq!(page_sum(metrics, "uppercut_bytes_received_total{"), sent);
+}
+
+/// A request and the client's close_notify in one flight: the request is
+/// answered, whole, before the end (TLS 1.3 closes one direction at a
+/// time, RFC 8446 §6.1).
+fn a_request_then_close_notify_is_answered(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("halfclose-{}", dispatch.name()));
+    let server = start_tls(dispatch, &certificates, Timeouts::default());
+    let mut client = counting_client(&server, &certificates.client_config());
+    client.stream.conn.writer().write_all(&get("/")).unwrap();
+    say_close_notify(&mut client);
+    assert_response(&client.rest_until_close(), HELLO);
+    // Pipelined bodies past the server's read buffer, then close_notify:
+    // every byte is echoed, in order, before the end.
+    let mut client = counting_client(&server, &certificates.client_config());
+    let mut sent = Vec::new();
+    let mut bodies = Vec::new();
+    for n in 0..4u8 {
+        let body: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8 ^ n).collect();
+        sent.extend_from_slice(
+            format!(
+                "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        sent.extend_from_slice(&body);
+        bodies.push(body);
+    }
+    for chunk in sent.chunks(16 * 1024) {
+        client.stream.conn.writer().write_all(chunk).unwrap();
+        while client.stream.conn.wants_write() {
+            client
+                .stream
+                .conn
+                .write_tls(&mut client.stream.sock)
+                .unwrap();
+        }
+    }
+    say_close_notify(&mut client);
+    for body in &bodies {
+        let echoed = client.response(false);
+        assert!(echoed.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        assert!(echoed.ends_with(body), "a body lost or reordered");
+    }
+    assert_eq!(client.rest_until_close(), b"");
+}
+
+/// Only a handshake that began and failed counts as failed: a connection
+/// closed before its first byte (a balancer's health check), a session
+/// the client ends after its handshake and one it cuts with a bare FIN
+/// count nothing as failed.
+fn a_clean_end_is_not_a_failed_handshake(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("clean-{}", dispatch.name()));
+    // No timeout ends a connection the server failed to see end.
+    let hour = Duration::from_secs(3600);
+    let timeouts = Timeouts {
+        header: hour,
+        keepalive: hour,
+        ..Timeouts::default()
+    };
+    let server = start_tls(dispatch, &certificates, timeouts);
+    drop(TcpStream::connect(server.local_addr()).unwrap());
+    let mut client = counting_client(&server, &certificates.client_config());
+    say_close_notify(&mut client);
+    assert_eq!(client.rest_until_close(), b"");
+    drop(client);
+    // Ended with a bare FIN after its handshake: a cut stream, but not a
+    // failed handshake.
+    // The client's Finished and its FIN back to back, as often as not in
+    // one of the server's reads: the end is seen all the same.
+    for _ in 0..CUTS {
+        let mut cut = handshake_but_finished(&server, &certificates.client_config());
+        while cut.conn.wants_write() {
+            cut.conn.write_tls(&mut cut.sock).unwrap();
+        }
+        cut.sock.shutdown(std::net::Shutdown::Write).unwrap();
+        common::wait_until_peer_closes(&cut.sock);
+    }
+    common::wait_for_open(&server, 0);
+    let metrics = server.metrics_addr().unwrap();
+    assert_eq!(handshake_counts(metrics, 1 + CUTS, 0), (1 + CUTS, 0));
+}
+
+/// A client that resets its connection (mid-request, after the handshake)
+/// is closed at once, not left to a header timeout of an hour.
+fn a_reset_tls_connection_is_closed_at_once(dispatch: Dispatch) {
+    let certificates = Certificates::new(&format!("reset-{}", dispatch.name()));
+    let hour = Duration::from_secs(3600);
+    let timeouts = Timeouts {
+        header: hour,
+        keepalive: hour,
+        ..Timeouts::default()
+    };
+    let server = start_tls(dispatch, &certificates, timeouts);
+    let mut client = counting_client(&server, &certificates.client_config());
+    client.send(b"GET / HTTP/1.1\r\n");
+    common::wait_until_server_read(&client.stream.sock.socket);
+    common::wait_for_open(&server, 1);
+    socket2::SockRef::from(&client.stream.sock.socket)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(client);
+    common::wait_for_open(&server, 0);
+}
+
 /// The sum of a counter's samples over the pollers (`name` up to its `{`),
 /// from one scrape of the metrics page.
 fn page_sum(metrics: std::net::SocketAddr, name: &str) -> u64 {
@@ -399,6 +601,10 @@ fn a_closing_answer_ends_with_close_notify(dispatch: Dispatch) {
 }
 
 in_both_modes!(
+    every_byte_a_tls_client_sends_is_counted,
+    a_request_then_close_notify_is_answered,
+    a_clean_end_is_not_a_failed_handshake,
+    a_reset_tls_connection_is_closed_at_once,
     a_websocket_works_over_tls,
     a_closing_answer_ends_with_close_notify,
     requests_keep_alive_pipelining_bodies_and_actors,

@@ -116,6 +116,11 @@ struct TlsState {
     socket_drained: bool,
     /// Decrypted bytes not yet read.
     plaintext: usize,
+    /// The client said `close_notify`: once its plaintext is read, the end.
+    peer_closed: bool,
+    /// The poller saw the client's end (or an error): a short read is no
+    /// sign the socket is empty, since no edge will come for what is left.
+    hung_up: bool,
     handshake: Option<Handshake>,
 }
 
@@ -150,6 +155,8 @@ impl Transport {
                 hello: HelloCheck::Pending(Vec::new()),
                 socket_drained: false,
                 plaintext: 0,
+                peer_closed: false,
+                hung_up: false,
                 handshake: None,
             })),
             backlog: BytesMut::new(),
@@ -166,6 +173,15 @@ impl Transport {
 
     pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
         Some(self.peer)
+    }
+
+    /// The poller reported the client's end: a TLS read that brings only
+    /// handshake records goes on to find the end, not waiting for an edge
+    /// that was already spent.
+    pub(crate) fn note_hangup(&mut self) {
+        if let Some(tls) = &mut self.tls {
+            tls.hung_up = true;
+        }
     }
 
     /// The connection is TLS.
@@ -237,6 +253,10 @@ impl Transport {
         if tls.plaintext > 0 {
             return tls.read_plaintext(buf).map(Some);
         }
+        // The client said close_notify, and all it sent before is read.
+        if tls.peer_closed {
+            return Ok(Some(Received::End));
+        }
         // Refused for its versions: nothing more is read.
         if tls.hello == HelloCheck::Refused {
             return Ok(Some(Received::End));
@@ -293,9 +313,7 @@ impl Transport {
         match tls.session.process_new_packets() {
             Ok(state) => {
                 tls.plaintext = state.plaintext_bytes_to_read();
-                if state.peer_has_closed() && tls.plaintext == 0 {
-                    return Ok(Some(Received::End));
-                }
+                tls.peer_closed = state.peer_has_closed();
             }
             Err(e) => {
                 if handshaking {
@@ -309,6 +327,11 @@ impl Transport {
         if handshaking && !tls.session.is_handshaking() {
             tls.handshake = Some(Handshake::Done);
         }
+        // A close_notify with nothing before it ends the stream now (a
+        // handshake it followed counted as done).
+        if tls.peer_closed && tls.plaintext == 0 {
+            return Ok(Some(Received::End));
+        }
         // Handshake records to send; what the socket will not take now waits
         // for `flush` (the caller asks for WRITABLE while `has_pending`).
         if tls.session.wants_write() {
@@ -320,7 +343,7 @@ impl Transport {
         if tls.plaintext > 0 {
             return tls.read_plaintext(buf).map(Some);
         }
-        Ok(tls.socket_drained.then_some(Received::Nothing))
+        Ok((tls.socket_drained && !tls.hung_up).then_some(Received::Nothing))
     }
 
     /// Sends `batch` after everything sent before it: straight to the
@@ -459,7 +482,8 @@ impl TlsState {
     fn read_plaintext(&mut self, buf: &mut [u8]) -> io::Result<Received> {
         let len = self.session.reader().read(buf)?;
         self.plaintext = self.plaintext.saturating_sub(len);
-        let drained = self.socket_drained && self.plaintext == 0;
+        // After a close_notify, one more read finds the end.
+        let drained = self.socket_drained && self.plaintext == 0 && !self.peer_closed;
         Ok(Received::Data { len, drained })
     }
 }

@@ -289,7 +289,10 @@ impl Connection {
     /// which the work before it may have moved. Calls are sent as the
     /// requests that make them are read.
     fn handle(&mut self, posted: u8, sender: &dyn AnySender) -> io::Result<Flow> {
-        self.hung_up |= posted & HANGUP != 0;
+        if posted & HANGUP != 0 {
+            self.hung_up = true;
+            self.transport.note_hangup();
+        }
         if posted & (READY | HANGUP) != 0 {
             self.socket_drained = false;
         }
@@ -333,17 +336,18 @@ impl Connection {
                     self.note_activity();
                     flow = Ok(Flow::Open);
                 }
-                Ok(Flow::Finished) => {
-                    // Ended by the server with nothing to linger for: over
-                    // TLS, `close_notify` tells the client the last answer
-                    // is whole, not cut off (RFC 8446 §6.1).
+                Ok(_) => {
+                    // Ended without an error, by either side, with nothing
+                    // to linger for: over TLS, `close_notify` tells the
+                    // client the last answer is whole, not cut off, and
+                    // answers its own (RFC 8446 §6.1).
+                    self.discard_unread(scratch);
                     let _ = self.transport.close_notify();
                     self.note_wire();
                     flow = Ok(Flow::Close);
                 }
-                _ => {
+                Err(_) => {
                     self.discard_unread(scratch);
-                    flow = flow.map(|_| Flow::Close);
                 }
             }
             flow
