@@ -118,7 +118,11 @@ fn requests_keep_alive_pipelining_bodies_and_actors(dispatch: Dispatch) {
 fn a_large_file_goes_through_backpressure(dispatch: Dispatch) {
     let certificates = Certificates::new(&format!("big-{}", dispatch.name()));
     let server = start_tls(dispatch, &certificates, Timeouts::default());
-    let mut client = connect(server.local_addr(), &certificates.client_config());
+    // 4 KiB buffers at both ends: the server's TLS records (16 KiB) meet
+    // a full socket again and again, however fast this client reads.
+    let socket = common::slow_reader(server.local_addr()).stream;
+    let mut client = counting_client_over(socket, &certificates.client_config());
+    common::set_server_send_buffer(&client.stream.sock.socket, 4096);
     client.send(&[get("/big.bin"), get("/")].concat());
     let response = client.response(false);
     assert!(
@@ -354,11 +358,14 @@ fn handshake_counts(metrics: std::net::SocketAddr, done: u64, failed: u64) -> (u
 struct Counting {
     socket: TcpStream,
     written: usize,
+    read: usize,
 }
 
 impl Read for Counting {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.socket.read(buf)
+        let read = self.socket.read(buf)?;
+        self.read += read;
+        Ok(read)
     }
 }
 
@@ -374,17 +381,32 @@ impl Write for Counting {
     }
 }
 
-/// A TLS client whose socket counts what it writes, handshake done.
+/// A TLS client whose socket counts what it writes and reads, handshake
+/// done.
 fn counting_client(
     server: &Server,
     config: &Arc<rustls::ClientConfig>,
 ) -> Client<rustls::StreamOwned<rustls::ClientConnection, Counting>> {
-    let socket = TcpStream::connect(server.local_addr()).unwrap();
+    counting_client_over(TcpStream::connect(server.local_addr()).unwrap(), config)
+}
+
+/// `counting_client` over a socket already connected.
+fn counting_client_over(
+    socket: TcpStream,
+    config: &Arc<rustls::ClientConfig>,
+) -> Client<rustls::StreamOwned<rustls::ClientConnection, Counting>> {
     socket.set_read_timeout(Some(common::IO_TIMEOUT)).unwrap();
     socket.set_nodelay(true).unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let session = rustls::ClientConnection::new(Arc::clone(config), name).unwrap();
-    let mut stream = rustls::StreamOwned::new(session, Counting { socket, written: 0 });
+    let mut stream = rustls::StreamOwned::new(
+        session,
+        Counting {
+            socket,
+            written: 0,
+            read: 0,
+        },
+    );
     while stream.conn.is_handshaking() {
         stream.conn.complete_io(&mut stream.sock).unwrap();
     }
@@ -429,8 +451,9 @@ fn say_close_notify(client: &mut Client<rustls::StreamOwned<rustls::ClientConnec
 }
 
 /// Every byte a TLS client sends (handshake, requests, close_notify) is
-/// counted in `uppercut_bytes_received_total`, exactly.
-fn every_byte_a_tls_client_sends_is_counted(dispatch: Dispatch) {
+/// counted in `uppercut_bytes_received_total`, and every byte it reads in
+/// `uppercut_bytes_sent_total`, exactly.
+fn every_byte_of_a_tls_connection_is_counted(dispatch: Dispatch) {
     let certificates = Certificates::new(&format!("bytes-{}", dispatch.name()));
     let server = start_tls(dispatch, &certificates, Timeouts::default());
     let mut client = counting_client(&server, &certificates.client_config());
@@ -444,6 +467,8 @@ fn every_byte_a_tls_client_sends_is_counted(dispatch: Dispatch) {
     let metrics = server.metrics_addr().unwrap();
     let sent = client.stream.sock.written as u64;
     assert_eq!(page_sum(metrics, "uppercut_bytes_received_total{"), sent);
+    let read = client.stream.sock.read as u64;
+    assert_eq!(page_sum(metrics, "uppercut_bytes_sent_total{"), read);
 }
 
 /// A request and the client's close_notify in one flight: the request is
@@ -601,7 +626,7 @@ fn a_closing_answer_ends_with_close_notify(dispatch: Dispatch) {
 }
 
 in_both_modes!(
-    every_byte_a_tls_client_sends_is_counted,
+    every_byte_of_a_tls_connection_is_counted,
     a_request_then_close_notify_is_answered,
     a_clean_end_is_not_a_failed_handshake,
     a_reset_tls_connection_is_closed_at_once,
