@@ -324,6 +324,8 @@ fn old_tls_gets_protocol_version(dispatch: Dispatch) {
         page_sum(metrics, "uppercut_bytes_received_total{"),
         sent as u64
     );
+    // And the three alerts' bytes as sent.
+    assert_eq!(page_sum(metrics, "uppercut_bytes_sent_total{"), 3 * 7);
     // A legacy version of 1.0 that lists 1.3: rustls answers (a TLS 1.3
     // hello with no key share gets a HelloRetryRequest or an alert of its
     // own), not this check.
@@ -573,6 +575,26 @@ fn a_reset_tls_connection_is_closed_at_once(dispatch: Dispatch) {
         .unwrap();
     drop(client);
     common::wait_for_open(&server, 0);
+    // Mid-download, with the server's records waiting on a full socket:
+    // its next write fails, and that ends the connection, not the poller.
+    let socket = common::slow_reader(server.local_addr()).stream;
+    let mut client = counting_client_over(socket, &certificates.client_config());
+    common::set_server_send_buffer(&client.stream.sock.socket, 4096);
+    client.send(&get("/big.bin"));
+    let mut first = [0; 1024];
+    client.stream.read_exact(&mut first).unwrap();
+    assert!(first.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    socket2::SockRef::from(&client.stream.sock.socket)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(client);
+    common::wait_for_open(&server, 0);
+    // Every poller still serves.
+    for _ in 0..4 {
+        let mut next = connect(server.local_addr(), &certificates.client_config());
+        next.send(&get("/"));
+        assert_response(&next.response(false), HELLO);
+    }
 }
 
 /// The sum of a counter's samples over the pollers (`name` up to its `{`),
