@@ -98,7 +98,7 @@ tests_for() {
         echo "--lib --test websocket --test websocket_deflate --test integrity --test websocket_h2"
         ;;
     src/runtime/connection.rs | src/runtime/connection/http2*.rs | src/gateway/*)
-        echo "--lib --test http2 --test websocket_h2 --test websocket --test tls"
+        echo "--lib --test http2 --test websocket_h2 --test websocket --test tls --test closing"
         ;;
     src/cluster/* | src/nats/* | src/actors/placed.rs | src/actors/remote.rs)
         echo "--lib --test cluster --test placed --test node_names"
