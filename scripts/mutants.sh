@@ -91,7 +91,7 @@ tests_for() {
     src/routes/table.rs | src/routes/actor.rs) echo "--lib --test routes --test actor_routes" ;;
     src/routes/path_pattern.rs) echo "--lib --test path_params --test routes" ;;
     src/net/* | src/runtime/connection/socket_io.rs)
-        echo "--lib --test http --test reliability --test integrity_http --test tls"
+        echo "--lib --test http --test reliability --test integrity_http --test tls --test closing --test http2"
         ;;
     src/tls/*) echo "--lib --test tls --test tls_files" ;;
     src/ws/* | src/websocket/* | src/runtime/connection/websocket.rs)
