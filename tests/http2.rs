@@ -493,7 +493,47 @@ fn alpn_h2_binds_the_connection_to_http2(dispatch: Dispatch) {
     assert_eq!(kinds, [(0x4, 0)], "{frames:?}");
 }
 
+/// A request whose first bytes could begin the HTTP/2 preface ("P" of
+/// `POST`, `PUT`, `PATCH`), arriving a piece at a time, is served whole:
+/// the bytes kept while the preface was in doubt go first.
+fn bytes_kept_while_the_preface_is_in_doubt_are_served(dispatch: Dispatch) {
+    let routes = Routes::standard().handler(&[Method::Post], "/echo", |request, response| {
+        response.body(request.body());
+    });
+    let server = start_with(&config(dispatch), routes);
+    let request = b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi";
+    let mut whole = Client::connect(server.local_addr());
+    whole.send(request);
+    let expected = whole.response(false);
+    for cut in [1, 2, 3] {
+        let mut pieces = Client::connect(server.local_addr());
+        pieces.stream.set_nodelay(true).unwrap();
+        pieces.send(&request[..1]);
+        common::wait_until_server_read(&pieces.stream);
+        if cut > 1 {
+            pieces.send(&request[1..cut]);
+            common::wait_until_server_read(&pieces.stream);
+        }
+        pieces.send(&request[cut..]);
+        let answer = pieces.response(false);
+        let without_date = |bytes: &[u8]| {
+            common::text(bytes)
+                .lines()
+                .filter(|line| !line.starts_with("Date: "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            without_date(&answer),
+            without_date(&expected),
+            "cut at {cut}"
+        );
+        assert!(answer.starts_with(b"HTTP/1.1 200 OK\r\n") && answer.ends_with(b"\r\n\r\nhi"));
+    }
+}
+
 in_both_modes!(
     only_means_h2c_alone_on_plain_listeners,
+    bytes_kept_while_the_preface_is_in_doubt_are_served,
     alpn_h2_binds_the_connection_to_http2,
 );
