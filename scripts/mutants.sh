@@ -84,7 +84,7 @@ tests_for() {
         echo "--lib --test static_files --test static_ranges --test static_paths --test static_reload"
         ;;
     src/http/*) echo "--lib --test rfc --test errors --test http --test property" ;;
-    src/runtime/timeouts.rs) echo "--lib --test reliability --test metrics --test actor_routes" ;;
+    src/runtime/timeouts.rs) echo "--lib --test reliability --test metrics --test actor_routes --test http2_limits" ;;
     src/runtime/balance.rs) echo "--lib --test balance" ;;
     src/runtime/wakeup.rs) echo "--lib --test liveness --test balance" ;;
     src/request_stream/*) echo "--lib --test property --test http --test rfc --test errors --test websocket_h2" ;;
@@ -95,7 +95,7 @@ tests_for() {
     src/net/* | src/runtime/connection/socket_io.rs)
         echo "--lib --test http --test reliability --test integrity_http --test tls --test closing --test http2"
         ;;
-    src/tls/*) echo "--lib --test tls --test tls_files" ;;
+    src/tls/*) echo "--lib --test tls --test tls_files --test http3" ;;
     src/ws/* | src/websocket/* | src/runtime/connection/websocket.rs)
         echo "--lib --test websocket --test websocket_deflate --test integrity --test websocket_h2"
         ;;
