@@ -89,7 +89,7 @@ tests_for() {
     src/runtime/wakeup.rs) echo "--lib --test liveness --test balance" ;;
     src/request_stream/*) echo "--lib --test property --test http --test rfc --test errors --test websocket_h2" ;;
     src/routes/table.rs | src/routes/actor.rs)
-        echo "--lib --test routes --test actor_routes --test error_bodies --test blocking_pool --test websocket --test durable --test testing --test owned_actors --test middleware --test websocket_deflate"
+        echo "--lib --test routes --test actor_routes --test error_bodies --test blocking_pool --test websocket --test durable --test testing --test owned_actors --test middleware --test websocket_deflate --test metrics"
         ;;
     src/routes/path_pattern.rs) echo "--lib --test path_params --test routes" ;;
     src/net/* | src/runtime/connection/socket_io.rs)
