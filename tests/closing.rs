@@ -56,7 +56,7 @@ fn a_head_still_arriving_when_the_drain_begins_gets_the_close(dispatch: Dispatch
     // Every first part accepted and read before the drain begins.
     let metrics = server.metrics_addr().expect("metrics");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while received_bytes(metrics) < sent {
+    while common::page_sum(metrics, "uppercut_bytes_received_total{") < sent as u64 {
         assert!(
             Instant::now() < deadline,
             "the first parts were not read in 10 s"
@@ -73,17 +73,6 @@ fn a_head_still_arriving_when_the_drain_begins_gets_the_close(dispatch: Dispatch
         client.assert_closed();
     }
     assert!(shutdown.join().unwrap(), "drained in time");
-}
-
-/// `uppercut_bytes_received_total`, summed over the pollers.
-fn received_bytes(metrics: SocketAddr) -> usize {
-    let mut scrape = Client::connect(metrics);
-    scrape.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n");
-    let page = String::from_utf8(scrape.rest_until_close()).unwrap();
-    page.lines()
-        .filter(|line| line.starts_with("uppercut_bytes_received_total{"))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<usize>().ok())
-        .sum()
 }
 
 /// Sends `head` and then `more` bytes, all of it before reading; then

@@ -202,13 +202,8 @@ fn shutdown_finishes_in_flight_responses(dispatch: Dispatch) {
 /// A client that resets its connection mid-request is closed at once, not
 /// left to a header timeout of an hour.
 fn a_reset_connection_is_closed_at_once(dispatch: Dispatch) {
-    let hour = Duration::from_secs(3600);
     let config = Config {
-        timeouts: Timeouts {
-            header: hour,
-            keepalive: hour,
-            ..Timeouts::default()
-        },
+        timeouts: common::an_hour_to_wait(),
         ..common::config(dispatch)
     };
     let server = start_with(&config, Routes::standard());
@@ -216,9 +211,7 @@ fn a_reset_connection_is_closed_at_once(dispatch: Dispatch) {
     client.send(b"GET / HTTP/1.1\r\n");
     common::wait_until_server_read(&client.stream);
     common::wait_for_open(&server, 1);
-    socket2::SockRef::from(&client.stream)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
+    common::reset(&client.stream);
     drop(client);
     common::wait_for_open(&server, 0);
 }

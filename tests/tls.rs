@@ -321,11 +321,14 @@ fn old_tls_gets_protocol_version(dispatch: Dispatch) {
     assert_eq!(handshake_counts(metrics, 0, 3).1, 3);
     let sent = 2 * client_hello(0x0301, "localhost", &[]).len() + hello.len();
     assert_eq!(
-        page_sum(metrics, "uppercut_bytes_received_total{"),
+        common::page_sum(metrics, "uppercut_bytes_received_total{"),
         sent as u64
     );
     // And the three alerts' bytes as sent.
-    assert_eq!(page_sum(metrics, "uppercut_bytes_sent_total{"), 3 * 7);
+    assert_eq!(
+        common::page_sum(metrics, "uppercut_bytes_sent_total{"),
+        3 * 7
+    );
     // A legacy version of 1.0 that lists 1.3: rustls answers (a TLS 1.3
     // hello with no key share gets a HelloRetryRequest or an alert of its
     // own), not this check.
@@ -345,8 +348,8 @@ fn handshake_counts(metrics: std::net::SocketAddr, done: u64, failed: u64) -> (u
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let counts = (
-            page_sum(metrics, "uppercut_tls_handshakes_total{"),
-            page_sum(metrics, "uppercut_tls_handshake_failures_total{"),
+            common::page_sum(metrics, "uppercut_tls_handshakes_total{"),
+            common::page_sum(metrics, "uppercut_tls_handshake_failures_total{"),
         );
         if (counts.0 >= done && counts.1 >= failed) || Instant::now() > deadline {
             return counts;
@@ -397,22 +400,31 @@ fn counting_client_over(
     socket: TcpStream,
     config: &Arc<rustls::ClientConfig>,
 ) -> Client<rustls::StreamOwned<rustls::ClientConnection, Counting>> {
+    let mut stream = unstarted_session(socket, config);
+    while stream.conn.is_handshaking() {
+        stream.conn.complete_io(&mut stream.sock).unwrap();
+    }
+    Client::over(stream)
+}
+
+/// A TLS session to `localhost` over `socket`, counting its bytes, with
+/// no byte of the handshake sent yet.
+fn unstarted_session(
+    socket: TcpStream,
+    config: &Arc<rustls::ClientConfig>,
+) -> rustls::StreamOwned<rustls::ClientConnection, Counting> {
     socket.set_read_timeout(Some(common::IO_TIMEOUT)).unwrap();
     socket.set_nodelay(true).unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let session = rustls::ClientConnection::new(Arc::clone(config), name).unwrap();
-    let mut stream = rustls::StreamOwned::new(
+    rustls::StreamOwned::new(
         session,
         Counting {
             socket,
             written: 0,
             read: 0,
         },
-    );
-    while stream.conn.is_handshaking() {
-        stream.conn.complete_io(&mut stream.sock).unwrap();
-    }
-    Client::over(stream)
+    )
 }
 
 /// Sessions cut with a bare FIN in `a_clean_end_is_not_a_failed_handshake`.
@@ -423,13 +435,9 @@ const CUTS: u64 = 10;
 fn handshake_but_finished(
     server: &Server,
     config: &Arc<rustls::ClientConfig>,
-) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+) -> rustls::StreamOwned<rustls::ClientConnection, Counting> {
     let socket = TcpStream::connect(server.local_addr()).unwrap();
-    socket.set_read_timeout(Some(common::IO_TIMEOUT)).unwrap();
-    socket.set_nodelay(true).unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::clone(config), name).unwrap();
-    let mut stream = rustls::StreamOwned::new(conn, socket);
+    let mut stream = unstarted_session(socket, config);
     while stream.conn.is_handshaking() {
         while stream.conn.wants_write() {
             stream.conn.write_tls(&mut stream.sock).unwrap();
@@ -468,9 +476,15 @@ fn every_byte_of_a_tls_connection_is_counted(dispatch: Dispatch) {
     common::wait_for_open(&server, 0);
     let metrics = server.metrics_addr().unwrap();
     let sent = client.stream.sock.written as u64;
-    assert_eq!(page_sum(metrics, "uppercut_bytes_received_total{"), sent);
+    assert_eq!(
+        common::page_sum(metrics, "uppercut_bytes_received_total{"),
+        sent
+    );
     let read = client.stream.sock.read as u64;
-    assert_eq!(page_sum(metrics, "uppercut_bytes_sent_total{"), read);
+    assert_eq!(
+        common::page_sum(metrics, "uppercut_bytes_sent_total{"),
+        read
+    );
 }
 
 /// A request and the client's close_notify in one flight: the request is
@@ -526,13 +540,7 @@ fn a_request_then_close_notify_is_answered(dispatch: Dispatch) {
 fn a_clean_end_is_not_a_failed_handshake(dispatch: Dispatch) {
     let certificates = Certificates::new(&format!("clean-{}", dispatch.name()));
     // No timeout ends a connection the server failed to see end.
-    let hour = Duration::from_secs(3600);
-    let timeouts = Timeouts {
-        header: hour,
-        keepalive: hour,
-        ..Timeouts::default()
-    };
-    let server = start_tls(dispatch, &certificates, timeouts);
+    let server = start_tls(dispatch, &certificates, common::an_hour_to_wait());
     drop(TcpStream::connect(server.local_addr()).unwrap());
     let mut client = counting_client(&server, &certificates.client_config());
     say_close_notify(&mut client);
@@ -547,8 +555,8 @@ fn a_clean_end_is_not_a_failed_handshake(dispatch: Dispatch) {
         while cut.conn.wants_write() {
             cut.conn.write_tls(&mut cut.sock).unwrap();
         }
-        cut.sock.shutdown(std::net::Shutdown::Write).unwrap();
-        common::wait_until_peer_closes(&cut.sock);
+        cut.sock.socket.shutdown(std::net::Shutdown::Write).unwrap();
+        common::wait_until_peer_closes(&cut.sock.socket);
     }
     common::wait_for_open(&server, 0);
     let metrics = server.metrics_addr().unwrap();
@@ -559,20 +567,12 @@ fn a_clean_end_is_not_a_failed_handshake(dispatch: Dispatch) {
 /// is closed at once, not left to a header timeout of an hour.
 fn a_reset_tls_connection_is_closed_at_once(dispatch: Dispatch) {
     let certificates = Certificates::new(&format!("reset-{}", dispatch.name()));
-    let hour = Duration::from_secs(3600);
-    let timeouts = Timeouts {
-        header: hour,
-        keepalive: hour,
-        ..Timeouts::default()
-    };
-    let server = start_tls(dispatch, &certificates, timeouts);
+    let server = start_tls(dispatch, &certificates, common::an_hour_to_wait());
     let mut client = counting_client(&server, &certificates.client_config());
     client.send(b"GET / HTTP/1.1\r\n");
     common::wait_until_server_read(&client.stream.sock.socket);
     common::wait_for_open(&server, 1);
-    socket2::SockRef::from(&client.stream.sock.socket)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
+    common::reset(&client.stream.sock.socket);
     drop(client);
     common::wait_for_open(&server, 0);
     // Mid-download, with the server's records waiting on a full socket:
@@ -584,9 +584,7 @@ fn a_reset_tls_connection_is_closed_at_once(dispatch: Dispatch) {
     let mut first = [0; 1024];
     client.stream.read_exact(&mut first).unwrap();
     assert!(first.starts_with(b"HTTP/1.1 200 OK\r\n"));
-    socket2::SockRef::from(&client.stream.sock.socket)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
+    common::reset(&client.stream.sock.socket);
     drop(client);
     common::wait_for_open(&server, 0);
     // Every poller still serves.
@@ -595,18 +593,6 @@ fn a_reset_tls_connection_is_closed_at_once(dispatch: Dispatch) {
         next.send(&get("/"));
         assert_response(&next.response(false), HELLO);
     }
-}
-
-/// The sum of a counter's samples over the pollers (`name` up to its `{`),
-/// from one scrape of the metrics page.
-fn page_sum(metrics: std::net::SocketAddr, name: &str) -> u64 {
-    let mut scrape = Client::connect(metrics);
-    scrape.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n");
-    let page = String::from_utf8(scrape.rest_until_close()).unwrap();
-    page.lines()
-        .filter(|line| line.starts_with(name))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// `wss://`: the upgrade and frames ride the TLS session like any request.

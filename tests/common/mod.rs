@@ -355,6 +355,36 @@ pub fn wait_until_peer_closes(stream: &TcpStream) {
     panic!("the server did not close the connection within {IO_TIMEOUT:?}");
 }
 
+/// The sum of a counter's samples over the pollers (`name` up to its `{`),
+/// from one scrape of the metrics page.
+pub fn page_sum(metrics: std::net::SocketAddr, name: &str) -> u64 {
+    let mut scrape = Client::connect(metrics);
+    scrape.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n");
+    let page = String::from_utf8(scrape.rest_until_close()).unwrap();
+    page.lines()
+        .filter(|line| line.starts_with(name))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Header and keep-alive timeouts of an hour: a test that needs the server
+/// to see a client's end gets no help from a timeout closing it anyway.
+pub fn an_hour_to_wait() -> uppercut_mio_server::Timeouts {
+    let hour = Duration::from_secs(3600);
+    uppercut_mio_server::Timeouts {
+        header: hour,
+        keepalive: hour,
+        ..Default::default()
+    }
+}
+
+/// Makes closing `stream` send a reset (RST), not a FIN.
+pub fn reset(stream: &TcpStream) {
+    socket2::SockRef::from(stream)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+}
+
 /// Waits until the server's pollers hold `open` connections in all. A
 /// close reaches the count (and frees the connection's place under
 /// `max_connections`) asynchronously in `system` dispatch, so a test that
