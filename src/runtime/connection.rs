@@ -260,13 +260,10 @@ impl Connection {
                 self.stream
                     .time_out(self.shared.routes(), &date, &mut scratch.output);
                 // One try, behind what waits: a client this slow gets no
-                // more of our time. Over TLS, `close_notify` after it, so
-                // the client knows the 408 is whole when the socket closes.
+                // more of our time. Over TLS, `handle` says `close_notify`
+                // after it, as for every close without an error.
                 let sent = self.transport.send(&scratch.output);
                 scratch.output.clear();
-                if sent.is_ok() && !self.transport.is_backed_up() {
-                    let _ = self.transport.close_notify();
-                }
                 self.note_wire();
                 sent?;
                 Ok(Flow::Close)
