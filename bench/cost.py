@@ -45,7 +45,7 @@ import tempfile
 import time
 
 from markdown_report import report, run_facts, table
-from servers import BenchError, log_tail, start_server, stop_server, wait_until_accepting
+from servers import BenchError, log_tail, make_certificate, start_server, stop_server, wait_until_accepting
 from wrk_report import run_wrk, wrk_argv
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -454,13 +454,7 @@ def rows_for(load, rows):
 def prepare(work):
     """The run's certificate and nginx's configuration, in `work`."""
     files = {"cert": os.path.join(work, "cert.pem"), "key": os.path.join(work, "key.pem")}
-    if shutil.which("openssl") is None:
-        raise BenchError("openssl is missing: apt-get install openssl")
-    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                           "-nodes", "-keyout", files["key"], "-out", files["cert"], "-days", "30", "-subj",
-                           "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"], capture_output=True, text=True)
-    if made.returncode != 0:
-        raise BenchError(f"openssl could not make the certificate:\n{made.stderr}")
+    make_certificate(files["cert"], files["key"])
     prefix = os.path.join(work, "nginx")
     os.makedirs(prefix)
     plain, tls = PORTS["nginx"]

@@ -44,7 +44,7 @@ import tempfile
 import time
 
 from markdown_report import report, run_facts, table
-from servers import (BenchError, first_log_line, group_cpu_seconds, log_tail, start_server, stop_server,
+from servers import (BenchError, make_certificate, first_log_line, group_cpu_seconds, log_tail, start_server, stop_server,
                      wait_until_accepting)
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -163,12 +163,7 @@ def prepare(work, args):
     in `work`; returns the paths the rows need."""
     files = {"cert": os.path.join(work, "cert.pem"), "key": os.path.join(work, "key.pem"),
              "static": os.path.join(work, "static")}
-    made = subprocess.run([tool("openssl", "openssl"), "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                           "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", files["key"], "-out", files["cert"],
-                           "-days", "30", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        raise BenchError(f"openssl could not make the certificate:\n{made.stderr}")
+    make_certificate(files["cert"], files["key"])
     os.makedirs(files["static"])
     files["file"] = os.path.join(files["static"], STATIC_NAME)
     with open(files["file"], "wb") as f:

@@ -44,7 +44,7 @@ import time
 
 from cost import Proc, fmt_spread, measure_window, pinned, spread, tree_of
 from markdown_report import report, run_facts
-from servers import BenchError, first_log_line, log_tail, rss_bytes, start_server, stop_server
+from servers import BenchError, first_log_line, log_tail, make_certificate, rss_bytes, start_server, stop_server
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
@@ -144,13 +144,7 @@ def prepare(work):
     """The run's certificate (ECDSA P-256 for localhost, as every bench mode
     makes it) in `work`."""
     files = {"cert": os.path.join(work, "cert.pem"), "key": os.path.join(work, "key.pem")}
-    if shutil.which("openssl") is None:
-        raise BenchError("openssl is missing: apt-get install openssl")
-    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                           "-nodes", "-keyout", files["key"], "-out", files["cert"], "-days", "30", "-subj",
-                           "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"], capture_output=True, text=True)
-    if made.returncode != 0:
-        raise BenchError(f"openssl could not make the certificate:\n{made.stderr}")
+    make_certificate(files["cert"], files["key"])
     return files
 
 

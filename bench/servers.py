@@ -6,6 +6,7 @@ Only the Python standard library is used.
 """
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -160,3 +161,15 @@ def idle_cpu_percent(pid, seconds):
     time.sleep(seconds)
     after, t1 = cpu_seconds(pid), time.monotonic()
     return 100.0 * (after - before) / (t1 - t0)
+
+
+def make_certificate(cert, key):
+    """An ECDSA P-256 certificate for localhost (as every bench mode makes
+    it), written to the paths `cert` and `key`."""
+    if shutil.which("openssl") is None:
+        raise BenchError("openssl is missing: apt-get install openssl")
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                           "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-subj", "/CN=localhost",
+                           "-addext", "subjectAltName=DNS:localhost"], capture_output=True, text=True)
+    if made.returncode != 0:
+        raise BenchError(f"openssl could not make the certificate:\n{made.stderr}")
